@@ -1,0 +1,450 @@
+# docs and experiment results: docs/ppo_atari_envpool.md
+import os
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import envpool
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+
+from cleanrl_utils.checks import check_env_id, check_ppo_args
+from cleanrl_utils.progress import Progress
+from cleanrl_utils.runs import make_run_name, start_run
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to record videos of the evaluation episodes at the end (under `videos/{run_name}/`)"""
+    save_model: bool = False
+    """whether to save the model into `runs/{run_name}/{exp_name}.cleanrl_model` and evaluate it"""
+    eval_episodes: int = 10
+    """the number of games to play when evaluating the final model"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment (an EnvPool Atari id)"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def make_env(env_id, num_envs, seed, **kwargs):
+    # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
+    # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
+    # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
+    return envpool.make(
+        env_id,
+        env_type="gym",
+        num_envs=num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=seed,
+        **kwargs,
+    )
+
+
+class EpisodeStatistics:
+    """The real game score and length of each env, counted over all lives.
+
+    A game ends when the last life is lost (`info["terminated"]`) or at the time limit
+    (`truncated`); `update` returns the (return, length) of each game that ended in this step.
+    Steps whose action EnvPool ignored (the reset step after a done) do not count in the length.
+    """
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def update(self, info, truncations, acted):
+        self.returns += info["reward"]
+        self.lengths += acted
+        game_over = (info["terminated"] == 1) | truncations
+        finished = list(zip(self.returns[game_over].tolist(), self.lengths[game_over].tolist()))
+        self.returns[game_over] = 0
+        self.lengths[game_over] = 0
+        return finished
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+
+    def get_value(self, x):
+        # observations stay uint8 until here: the rollout buffer holds a quarter of float32's bytes
+        return self.critic(self.network(x.float() / 255.0))
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(x.float() / 255.0)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_advantages(rewards, values, next_value, terminations, truncations, gamma, gae_lambda):
+    """GAE over a rollout of shape (num_steps, num_envs).
+
+    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
+    after step t. A termination has no future, so it does not bootstrap. A truncation does
+    bootstrap, from the value of the last real observation, which the rollout stored as the
+    next step's observation (that step's action is ignored by EnvPool and masked out of the loss).
+    Either way the advantage does not chain into the next episode.
+    """
+    next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
+    dones = torch.maximum(terminations, truncations)
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value.reshape(-1))
+    for t in reversed(range(rewards.shape[0])):
+        delta = rewards[t] + gamma * next_values[t] * (1.0 - terminations[t]) - values[t]
+        lastgaelam = delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@dataclass
+class Rollout:
+    """One rollout, shape (num_steps, num_envs). Observations stay uint8."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    rewards: torch.Tensor
+    terminations: torch.Tensor
+    truncations: torch.Tensor
+    values: torch.Tensor
+    # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
+    # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
+    valids: torch.Tensor
+
+    @classmethod
+    def zeros(cls, num_steps, num_envs, obs_shape, device):
+        def buffer(dtype=torch.float32, shape=()):
+            return torch.zeros((num_steps, num_envs) + shape, dtype=dtype, device=device)
+
+        floats = [buffer() for _ in range(6)]
+        return cls(buffer(torch.uint8, obs_shape), buffer(torch.long), *floats)
+
+
+def collect_rollout(agent, envs, rollout, next_obs, next_valid, episode_stats):
+    """Play num_steps steps in every env. Returns the observation and validity to continue from,
+    and the games that ended as (step index, return, length)."""
+    device = rollout.obs.device
+    finished = []
+    for step in range(rollout.obs.shape[0]):
+        rollout.obs[step] = next_obs
+        rollout.valids[step] = torch.from_numpy(next_valid)
+
+        # ALGO LOGIC: action logic
+        with torch.no_grad():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+        rollout.values[step] = value.flatten()
+        rollout.actions[step] = action
+        rollout.logprobs[step] = logprob
+
+        # TRY NOT TO MODIFY: execute the game and log data.
+        next_obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+        acted = next_valid
+        next_valid = ~(terminated | truncated)
+        rollout.rewards[step] = torch.from_numpy(reward)
+        rollout.terminations[step] = torch.from_numpy(terminated)
+        rollout.truncations[step] = torch.from_numpy(truncated)
+        next_obs = torch.from_numpy(next_obs).to(device)
+        for episodic_return, episodic_length in episode_stats.update(info, truncated, acted):
+            finished.append((step, episodic_return, episodic_length))
+    return next_obs, next_valid, finished
+
+
+def ppo_loss(agent, args, obs, actions, logprobs, advantages, returns, values, valids):
+    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+    logratio = newlogprob - logprobs
+    ratio = logratio.exp()
+
+    with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+        old_approx_kl = masked_mean(-logratio, valids)
+        approx_kl = masked_mean((ratio - 1) - logratio, valids)
+        clipfrac = masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), valids)
+
+    if args.norm_adv:
+        mean = masked_mean(advantages, valids)
+        var = ((advantages - mean) ** 2 * valids).sum() / (valids.sum() - 1).clamp(min=1.0)
+        advantages = (advantages - mean) / (var.sqrt() + 1e-8)
+
+    # Policy loss
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), valids)
+
+    # Value loss
+    newvalue = newvalue.view(-1)
+    if args.clip_vloss:
+        v_loss_unclipped = (newvalue - returns) ** 2
+        v_clipped = values + torch.clamp(newvalue - values, -args.clip_coef, args.clip_coef)
+        v_loss_clipped = (v_clipped - returns) ** 2
+        v_loss = 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), valids)
+    else:
+        v_loss = 0.5 * masked_mean((newvalue - returns) ** 2, valids)
+
+    entropy_loss = masked_mean(entropy, valids)
+    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+    return loss, dict(
+        value_loss=v_loss,
+        policy_loss=pg_loss,
+        entropy=entropy_loss,
+        old_approx_kl=old_approx_kl,
+        approx_kl=approx_kl,
+        clipfrac=clipfrac,
+    )
+
+
+def update(agent, optimizer, args, rollout, advantages, returns):
+    """update_epochs passes over the rollout in shuffled minibatches; returns the last
+    minibatch's statistics, with clipfrac averaged over all minibatches."""
+    b_obs = rollout.obs.reshape((-1,) + rollout.obs.shape[2:])
+    b = [
+        x.reshape(-1)
+        for x in (rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
+    ]
+    b_valids = rollout.valids.reshape(-1)
+    b_inds = np.arange(args.batch_size)
+    clipfracs = []
+    for epoch in range(args.update_epochs):
+        np.random.shuffle(b_inds)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            loss, stats = ppo_loss(
+                agent, args, b_obs[mb_inds], *(x[mb_inds] for x in b), b_valids[mb_inds]
+            )
+            clipfracs.append(stats["clipfrac"])
+
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+        if args.target_kl is not None and stats["approx_kl"] > args.target_kl:
+            break
+    stats["clipfrac"] = torch.stack(clipfracs).mean()
+    return stats
+
+
+def explained_variance(values, returns, valids):
+    mask = valids.bool()
+    y_pred, y_true = values[mask].cpu().numpy(), returns[mask].cpu().numpy()
+    var_y = np.var(y_true)
+    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+
+def save_model(path, agent, args):
+    import io
+
+    from cleanrl_utils.runs import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    torch.save(
+        {
+            "script": f"cleanrl.{Path(__file__).stem}",
+            "script_path": str(Path(__file__).resolve()),
+            "args": asdict(args),
+            "model_state_dict": agent.state_dict(),
+        },
+        buffer,
+    )
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_ppo_args(args)
+    check_env_id(args.env_id, envpool.list_all_envs(), "EnvPool")
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = make_run_name(args.env_id, args.exp_name, args.seed)
+    writer = start_run(args, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup
+    envs = make_env(args.env_id, args.num_envs, args.seed)
+    assert envs.single_action_space.n > 0, "only discrete action spaces are supported"
+
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs_shape = envs.single_observation_space.shape
+    rollout = Rollout.zeros(args.num_steps, args.num_envs, obs_shape, device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_obs, _ = envs.reset()
+    next_obs = torch.from_numpy(next_obs).to(device)
+    next_valid = np.ones(args.num_envs, dtype=bool)
+    episode_stats = EpisodeStatistics(args.num_envs)
+    avg_returns = deque(maxlen=20)
+    progress = Progress(args.num_iterations * args.batch_size)
+
+    for iteration in range(1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        next_obs, next_valid, finished = collect_rollout(
+            agent, envs, rollout, next_obs, next_valid, episode_stats
+        )
+        for step, episodic_return, episodic_length in finished:
+            game_step = global_step + (step + 1) * args.num_envs
+            avg_returns.append(episodic_return)
+            writer.add_scalar("charts/episodic_return", episodic_return, game_step)
+            writer.add_scalar("charts/episodic_length", episodic_length, game_step)
+            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
+        global_step += args.batch_size
+
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(-1)
+            advantages, returns = compute_advantages(
+                rollout.rewards,
+                rollout.values,
+                next_value,
+                rollout.terminations,
+                rollout.truncations,
+                args.gamma,
+                args.gae_lambda,
+            )
+
+        # Optimizing the policy and value network
+        stats = update(agent, optimizer, args, rollout, advantages, returns)
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = global_step / (time.time() - start_time)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        for name, value in stats.items():
+            writer.add_scalar(f"losses/{name}", value.item(), global_step)
+        explained_var = explained_variance(rollout.values, returns, rollout.valids)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+
+    progress.close()
+    envs.close()
+
+    if args.save_model or args.capture_video:
+        from cleanrl_utils.evals import evaluate
+
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        if args.save_model:
+            save_model(model_path, agent, args)
+            print(f"model saved to {model_path}")
+        episodic_returns = evaluate(
+            agent,
+            make_env,
+            EpisodeStatistics,
+            env_id=args.env_id,
+            eval_episodes=args.eval_episodes,
+            seed=args.seed + 1,
+            device=device,
+            video_dir=f"videos/{run_name}" if args.capture_video else None,
+        )
+        for idx, episodic_return in enumerate(episodic_returns):
+            writer.add_scalar("eval/episodic_return", episodic_return, idx)
+
+    writer.close()
+    if args.track:
+        import wandb
+
+        wandb.finish()

@@ -1,0 +1,1 @@
+"""Plumbing shared by the single-file scripts in cleanrl/: run records, evaluation, progress."""

@@ -1,0 +1,49 @@
+"""Bad input is caught before any environment is built: one clear line and exit code 2."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Iterable
+
+USAGE_ERROR = 2
+
+
+def fail(message: str, code: int = USAGE_ERROR):
+    """Print `error: message` to stderr and exit, with no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def check_ppo_args(args) -> None:
+    """The batch arithmetic that every PPO script in cleanrl/ relies on."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
+        value = getattr(args, name)
+        if value <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+    for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "max_grad_norm"):
+        value = getattr(args, name)
+        if value < 0:
+            fail(f"--{name.replace('_', '-')} must not be negative, got {value}")
+    if hasattr(args, "eval_episodes") and args.eval_episodes <= 0:
+        fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(
+            f"--num-minibatches {args.num_minibatches} does not divide the batch "
+            f"(num_envs * num_steps = {args.num_envs} * {args.num_steps} = {batch_size})"
+        )
+    if args.total_timesteps < batch_size:
+        fail(
+            f"--total-timesteps {args.total_timesteps} is smaller than one batch "
+            f"(num_envs * num_steps = {batch_size}): nothing would be trained"
+        )
+
+
+def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
+    known = list(known)
+    if env_id in known:
+        return
+    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    fail(f"unknown env id {env_id!r} for {library}{hint}")

@@ -1,0 +1,3 @@
+from cleanrl_utils.evals import main
+
+main()

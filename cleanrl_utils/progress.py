@@ -1,0 +1,57 @@
+"""Training progress: a bar on a terminal, a plain line now and then in a log file."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    """Shows steps, steps per second, the latest average return and the time left.
+
+    On a terminal this is a tqdm bar; when stderr is not a terminal (SLURM, CI, `| tee`), it
+    prints one plain line at most every `every_s` seconds, and always the last one.
+    """
+
+    def __init__(self, total_steps: int, every_s: float = 10.0, stream=None):
+        self.total_steps = total_steps
+        self.every_s = every_s
+        self.stream = stream or sys.stderr
+        self.start = time.time()
+        self.last_print = -float("inf")
+        self.bar = None
+        if self.stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, unit="step", file=self.stream, dynamic_ncols=True)
+
+    def update(self, global_step: int, sps: float, avg_return: float | None) -> None:
+        avg = "n/a" if avg_return is None else f"{avg_return:.2f}"
+        if self.bar is not None:
+            self.bar.n = min(global_step, self.total_steps)
+            self.bar.set_postfix_str(f"SPS={sps:.0f} avg_return={avg}", refresh=False)
+            self.bar.refresh()
+            return
+        now = time.time()
+        if now - self.last_print < self.every_s and global_step < self.total_steps:
+            return
+        self.last_print = now
+        eta = (self.total_steps - global_step) / sps if sps > 0 else float("nan")
+        print(
+            f"step {global_step}/{self.total_steps} ({100 * global_step / self.total_steps:.1f}%)"
+            f" SPS={sps:.0f} avg_return={avg} elapsed={format_seconds(now - self.start)}"
+            f" eta={format_seconds(eta)}",
+            file=self.stream,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds != seconds:  # nan: no speed measured yet
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,109 @@
+"""What every run records about itself: its name, config, code version, and where it logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_run_name(env_id: str, exp_name: str, seed: int) -> str:
+    return f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over `path`.
+
+    A crash mid-write leaves the previous file (or no file) behind, never a truncated one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def git_version(cwd: Path = REPO_ROOT) -> dict:
+    """The commit and dirty state of the code that runs, or "unknown" where there is no git."""
+
+    def git(*cmd: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *cmd], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": "unknown", "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status)}
+
+
+def run_record(args, run_name: str) -> dict:
+    """Everything needed to tell later what produced a run."""
+    return {
+        "run_name": run_name,
+        "args": dataclasses.asdict(args),
+        "command": [os.path.basename(sys.argv[0]), *sys.argv[1:]],
+        "git": git_version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def hyperparameter_table(args) -> str:
+    rows = "\n".join(f"|{key}|{value}|" for key, value in dataclasses.asdict(args).items())
+    return f"|param|value|\n|-|-|\n{rows}"
+
+
+def start_run(args, run_name: str, runs_dir: str = "runs"):
+    """Create runs/{run_name}, record its config and code version, start W&B when tracking.
+
+    Returns the TensorBoard SummaryWriter that the script logs to.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir = Path(runs_dir) / run_name
+    record = run_record(args, run_name)
+    if getattr(args, "track", False):
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config={**dataclasses.asdict(args), "git": record["git"]},
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text("hyperparameters", hyperparameter_table(args))
+    writer.add_text("git_commit", f"{record['git']['commit']} (dirty: {record['git']['dirty']})")
+    atomic_write_bytes(run_dir / "config.json", json.dumps(record, indent=2).encode())
+    return writer
