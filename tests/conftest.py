@@ -1,0 +1,155 @@
+"""Shared helpers for the end-to-end tests: run a real script in a subprocess, read its logs.
+
+Plain functions, importable from any test module (`from conftest import run_script`), since
+pytest puts this folder on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PPO_ATARI_ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py"
+
+DEFAULT_TIMEOUT_S = 600
+
+
+def script_env(cwd: str | os.PathLike, **extra: str) -> dict[str, str]:
+    """The environment a script runs in during tests: W&B offline and silent, writing only under
+    `cwd`; no terminal (so progress is printed as plain lines); wide help output."""
+    env = dict(os.environ)
+    env.pop("WANDB_DIR", None)  # W&B then writes `wandb/` under the cwd
+    for name in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_RUN_ID"):
+        env.pop(name, None)
+    wandb_home = Path(cwd) / ".wandb-home"
+    env.update(
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        WANDB_CONFIG_DIR=str(wandb_home / "config"),
+        WANDB_CACHE_DIR=str(wandb_home / "cache"),
+        WANDB_DATA_DIR=str(wandb_home / "data"),
+        COLUMNS="200",
+        PYTHONUNBUFFERED="1",
+        # one torch thread: on a small, busy machine more threads only fight each other (a smoke
+        # run takes 3x longer with the default), and several test runs may share the cores
+        OMP_NUM_THREADS="1",
+    )
+    env.update(extra)
+    return env
+
+
+def start_script(
+    args: list[str],
+    cwd: str | os.PathLike,
+    *,
+    script: str | os.PathLike = PPO_ATARI_ENVPOOL,
+    module: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """Start `python SCRIPT ARGS` (or `python -m MODULE ARGS`) in `cwd`; `finish_script` waits
+    for it. For runs that go on while other tests run. Output goes to temporary files, not
+    pipes, so a chatty process never blocks on a full pipe while nobody reads it."""
+    target = ["-m", module] if module is not None else [str(script)]
+    stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, *target, *map(str, args)],
+        cwd=cwd,
+        env=script_env(cwd) if env is None else env,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+    )
+    proc.output_files = (stdout, stderr)
+    return proc
+
+
+def finish_script(
+    proc: subprocess.Popen, timeout: float = DEFAULT_TIMEOUT_S
+) -> subprocess.CompletedProcess:
+    """Wait for a started script and collect its output; kill it (and fail the test) when it
+    runs past `timeout` seconds."""
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        timed_out = True
+    outputs = []
+    for file in proc.output_files:
+        file.seek(0)
+        outputs.append(file.read())
+        file.close()
+    stdout, stderr = outputs
+    if timed_out:
+        raise AssertionError(
+            f"{proc.args} ran past {timeout} s\n--- stdout ---\n{stdout[-4000:]}\n"
+            f"--- stderr ---\n{stderr[-4000:]}"
+        )
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def run_script(
+    args: list[str],
+    cwd: str | os.PathLike,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    **kw,
+) -> subprocess.CompletedProcess:
+    """Run `python SCRIPT ARGS` (or `python -m MODULE ARGS`, with `module=`) in `cwd` to its end,
+    capturing text output; `script`, `module` and `env` as in `start_script`.
+
+    Never raises on a non-zero exit: the caller asserts on `returncode`, `stdout`, `stderr`.
+    """
+    return finish_script(start_script(args, cwd, **kw), timeout)
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    """A failure message showing what the process said."""
+    return (
+        f"command: {proc.args}\nexit code: {proc.returncode}\n"
+        f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+    )
+
+
+def run_dirs(cwd: str | os.PathLike) -> list[Path]:
+    """The run folders under `cwd/runs/`."""
+    runs = Path(cwd) / "runs"
+    return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def event_accumulator(run_dir: str | os.PathLike):
+    """The loaded TensorBoard events of a run folder (which must hold exactly one event file)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    files = sorted(Path(run_dir).glob("events.out.tfevents.*"))
+    assert len(files) == 1, f"expected one event file in {run_dir}, found {files}"
+    accumulator = EventAccumulator(str(files[0]), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def read_scalars(run_dir: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of a run: tag -> [(step, value), ...] in logging order."""
+    accumulator = event_accumulator(run_dir)
+    return {
+        tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+        for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def read_texts(run_dir: str | os.PathLike) -> dict[str, str]:
+    """Every text summary of a run (`writer.add_text`): name -> text of its first record."""
+    accumulator = event_accumulator(run_dir)
+    texts = {}
+    for tag in accumulator.Tags()["tensors"]:
+        if accumulator.SummaryMetadata(tag).plugin_data.plugin_name != "text":
+            continue
+        name = tag.removesuffix("/text_summary")
+        texts[name] = accumulator.Tensors(tag)[0].tensor_proto.string_val[0].decode()
+    return texts
