@@ -1,0 +1,461 @@
+"""The benchmark launcher (`python -m cleanrl_utils.benchmark`) without a SLURM cluster.
+
+Local pool tests start the launcher as users do, with tiny `python -c` runs; template tests
+render into a temporary folder and submit to a fake `sbatch` that records its calls.
+tests/test_slurm.py runs real smoke-size training runs through the launcher on a real cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cleanrl_utils import benchmark
+
+REPO = Path(__file__).resolve().parent.parent
+GPU_TEMPLATE = REPO / "benchmark" / "cleanrl_1gpu.slurm_template"
+CPU_TEMPLATE = REPO / "benchmark" / "cleanrl_cpu.slurm_template"
+
+
+def python_command(code: str) -> str:
+    """A `--command` that runs `code`; the launcher appends `--env-id ENV --seed N`, so the code
+    sees them as sys.argv[-3] (env id) and sys.argv[-1] (seed)."""
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def launch(*args: str, cwd: Path, env: dict | None = None, timeout: float = 30):
+    return subprocess.run(
+        [sys.executable, "-m", "cleanrl_utils.benchmark", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def write_script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def fake_sbatch(tmp_path, monkeypatch):
+    """A `sbatch` on the PATH that records each call (arguments, WANDB_TAGS) and prints job 42."""
+    calls = tmp_path / "sbatch_calls.txt"
+    write_script(
+        tmp_path / "bin" / "sbatch",
+        f'#!/bin/sh\necho "$* WANDB_TAGS=$WANDB_TAGS" >> {calls}\necho "42;testcluster"\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    return calls
+
+
+# ---------------------------------------------------------------------------------------------
+# Local pool
+
+
+def test_each_run_logs_to_a_file_named_after_its_env_and_seed(tmp_path):
+    code = "import sys; print('ran with', *sys.argv[1:])"
+    result = launch(
+        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "2", "--workers", "2",
+        "--log-dir", "logs", "--command", python_command(code), "--no-auto-tag",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert logs == [
+        "Breakout-v5__seed1.log",
+        "Breakout-v5__seed2.log",
+        "Pong-v5__seed1.log",
+        "Pong-v5__seed2.log",
+    ]
+    for env_id in ("Pong-v5", "Breakout-v5"):
+        for seed in (1, 2):
+            log = (tmp_path / "logs" / f"{env_id}__seed{seed}.log").read_text()
+            assert log == f"ran with --env-id {env_id} --seed {seed}\n"
+            assert f"[start]  {env_id} seed {seed}" in result.stdout
+            assert f"[done]   {env_id} seed {seed}" in result.stdout
+    assert "4 of 4 runs succeeded" in result.stdout
+
+
+def test_failed_run_is_reported_with_exit_code_and_log_tail_after_the_others_finish(tmp_path):
+    # seed 1 fails at once; seeds 2 and 3 take a while and leave a file behind when they finish
+    code = (
+        "import sys, time, pathlib\n"
+        "seed = sys.argv[-1]\n"
+        "if seed == '1':\n"
+        "    print('first line'); print('something went wrong', file=sys.stderr); sys.exit(3)\n"
+        "time.sleep(1.0)\n"
+        "pathlib.Path(f'finished_{seed}').touch()\n"
+    )
+    result = launch(
+        "--env-ids", "Pong-v5", "--num-seeds", "3", "--workers", "2", "--log-dir", "logs",
+        "--command", python_command(code), "--no-auto-tag",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (tmp_path / "finished_2").exists() and (tmp_path / "finished_3").exists()
+    failure = re.search(
+        r"\[FAILED\] Pong-v5 seed 1: exit code 3.*\n((?:    \|.*\n)+)", result.stdout
+    )
+    assert failure, result.stdout
+    assert failure.group(1) == "    | first line\n    | something went wrong\n"
+    # the failure is reported when it happens, before the runs still going have finished
+    assert result.stdout.index("[FAILED]") < result.stdout.index("[done]   Pong-v5 seed 2")
+    assert "2 of 3 runs succeeded" in result.stdout
+    assert re.search(
+        r"FAILED  Pong-v5 seed 1: exit code 3.*log: logs/Pong-v5__seed1.log", result.stdout
+    )
+
+
+def test_a_program_that_does_not_exist_is_a_failed_run(tmp_path):
+    result = launch(
+        "--env-ids", "Pong-v5", "--num-seeds", "1", "--workers", "1",
+        "--command", "no-such-program --flag", "--no-auto-tag", "--log-dir", "logs",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "[FAILED] Pong-v5 seed 1: exit code 127" in result.stdout
+    assert "No such file or directory: 'no-such-program'" in result.stdout
+
+
+def test_workers_zero_only_prints_the_commands(tmp_path):
+    code = "import pathlib; pathlib.Path('ran').touch()"
+    command = python_command(code)
+    result = launch(
+        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "2", "--start-seed", "5",
+        "--workers", "0", "--command", command, "--no-auto-tag",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = [
+        f"{command} --env-id {env_id} --seed {seed}"
+        for env_id in ("Pong-v5", "Breakout-v5")
+        for seed in (5, 6)
+    ]
+    printed = result.stdout.split("======= commands to run:\n")[1].splitlines()[:4]
+    assert printed == expected
+    assert list(tmp_path.iterdir()) == []  # nothing ran, no log folder
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--workers", "2"], max(1, benchmark.usable_cpus() // 2)),
+        (["--workers", "1", "--threads-per-run", "3"], 3),
+    ],
+)
+def test_each_run_gets_a_limited_number_of_threads(tmp_path, flags, expected):
+    names = benchmark.THREAD_VARIABLES
+    code = f"import os; print(*(os.environ.get(n) for n in {names!r}))"
+    env = {**os.environ, "OMP_NUM_THREADS": "64"}  # the launcher's own setting is not inherited
+    result = launch(
+        "--env-ids", "Pong-v5", "--num-seeds", "1", *flags, "--log-dir", "logs",
+        "--command", python_command(code), "--no-auto-tag",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (tmp_path / "logs" / "Pong-v5__seed1.log").read_text()
+    assert log.split() == [str(expected)] * len(names)
+    assert f"threads per run: {expected}" in result.stdout
+
+
+def process_is_gone(pid: int) -> bool:
+    """Gone or a zombie (killed, waiting for a parent that may not reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def run_with_a_child(ignore_sigterm: bool = False) -> str:
+    """A run that starts a child process of its own, writes both pids to `pids_{seed}`, then
+    sleeps; with `ignore_sigterm` both ignore SIGTERM."""
+    return (
+        "import os, signal, subprocess, sys, time\n"
+        f"if {ignore_sigterm}:\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the child\n"
+        f"child = subprocess.Popen([{sys.executable!r}, '-c', 'import time; time.sleep(60)'])\n"
+        "with open(f'pids_{sys.argv[-1]}.tmp', 'w') as f:\n"
+        "    f.write(f'{os.getpid()} {child.pid}')\n"
+        "os.rename(f'pids_{sys.argv[-1]}.tmp', f'pids_{sys.argv[-1]}')\n"
+        "time.sleep(60)\n"
+    )
+
+
+def wait_for_pids(path: Path, process: subprocess.Popen | None = None) -> list[int]:
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} not written"
+        assert process is None or process.poll() is None, process.stdout.read()
+        time.sleep(0.1)
+    return [int(pid) for pid in path.read_text().split()]
+
+
+def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(tmp_path):
+    code = run_with_a_child()
+    launcher = subprocess.Popen(
+        [
+            sys.executable, "-m", "cleanrl_utils.benchmark", "--env-ids", "Pong-v5",
+            "--num-seeds", "3", "--workers", "2", "--log-dir", "logs",
+            "--command", python_command(code), "--no-auto-tag",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        pids = [
+            pid for seed in (1, 2) for pid in wait_for_pids(tmp_path / f"pids_{seed}", launcher)
+        ]
+        launcher.send_signal(signal.SIGINT)
+        output, _ = launcher.communicate(timeout=benchmark.STOP_GRACE_S + 10)
+    finally:  # on a failed assertion, still stop the runs through the launcher
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGINT)
+            launcher.wait(timeout=benchmark.STOP_GRACE_S + 10)
+    assert launcher.returncode == benchmark.INTERRUPTED, output
+    assert all(process_is_gone(pid) for pid in pids), output
+    assert "interrupted: stopping 2 running runs" in output
+    assert "3 runs did not finish:" in output
+    for line in ("Pong-v5 seed 1 (stopped)", "Pong-v5 seed 2 (stopped)", "Pong-v5 seed 3 (not started)"):  # fmt: skip
+        assert f"  {line}" in output
+    assert not (tmp_path / "logs" / "Pong-v5__seed3.log").exists()
+
+
+def test_a_run_that_ignores_sigterm_is_killed_with_its_children(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(benchmark, "STOP_GRACE_S", 0.5)
+    command = python_command(run_with_a_child(ignore_sigterm=True)) + " --env-id Pong-v5 --seed 1"
+    run = benchmark.Run("Pong-v5", 1, command)
+    running = benchmark.start_run(run, tmp_path / "run.log", dict(os.environ))
+    try:
+        pids = wait_for_pids(tmp_path / "pids_1")
+    finally:
+        benchmark.stop_runs([running])
+    assert running.process.returncode == -signal.SIGKILL
+    assert all(process_is_gone(pid) for pid in pids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Autotag
+
+
+def test_autotag_adds_the_git_tag_to_the_wandb_tags_already_set(tmp_path):
+    write_script(tmp_path / "bin" / "git", "#!/bin/sh\necho v1.2-3-gabc1234\n")
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "WANDB_TAGS": "mine",
+    }
+    code = "import os; print(os.environ['WANDB_TAGS'])"
+    result = launch(
+        "--env-ids", "Pong-v5", "--num-seeds", "1", "--workers", "1", "--log-dir", "logs",
+        "--command", python_command(code),
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "autotag: WANDB_TAGS=mine,v1.2-3-gabc1234" in result.stdout
+    assert (tmp_path / "logs" / "Pong-v5__seed1.log").read_text() == "mine,v1.2-3-gabc1234\n"
+
+
+def test_runs_go_ahead_without_git(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}  # no git (and the command needs nothing else)
+    env.pop("WANDB_TAGS", None)
+    code = "import os; print(os.environ.get('WANDB_TAGS'))"
+    result = launch(
+        "--env-ids", "Pong-v5", "--num-seeds", "1", "--workers", "1", "--log-dir", "logs",
+        "--command", python_command(code),
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "autotag: no git tag found" in result.stdout
+    assert (tmp_path / "logs" / "Pong-v5__seed1.log").read_text() == "None\n"
+
+
+def test_autotag_does_not_wait_on_a_hanging_git(tmp_path, monkeypatch):
+    write_script(tmp_path / "bin" / "git", f"#!/bin/sh\nexec {shutil.which('sleep')} 30\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    start = time.monotonic()
+    assert benchmark.autotag(cwd=str(tmp_path), timeout_s=0.5) is None
+    assert 0.5 <= time.monotonic() - start < 5
+
+
+# ---------------------------------------------------------------------------------------------
+# SLURM templates
+
+
+def render(template: Path, *flags: str) -> str:
+    """Render `template` with --workers 0 (nothing submitted); returns the .slurm file's text."""
+    assert benchmark.main(["--slurm-template-path", str(template), "--no-auto-tag", *flags]) == 0
+    (path,) = Path("slurm").glob("*.slurm")
+    return path.read_text()
+
+
+def test_every_placeholder_is_rendered(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = list(benchmark.template_values(benchmark.Args(), benchmark.make_runs(benchmark.Args())))
+    template = tmp_path / "all.slurm_template"
+    template.write_text("".join(f"{name}=[{{{{{name}}}}}]\n" for name in names))
+    text = render(
+        template,
+        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "2", "--start-seed", "5",
+        "--command", "python train.py --track", "--slurm-gpus-per-task", "2",
+        "--slurm-ntasks", "2", "--slurm-total-cpus", "10", "--slurm-nodes", "3",
+    )  # fmt: skip
+    assert text == (
+        "array=[0-3]\n"  # no `%` limit with --workers 0: sbatch rejects `%0`
+        "env_ids=[(Pong-v5 Breakout-v5)]\n"
+        "seeds=[(5 6)]\n"
+        "len_seeds=[2]\n"
+        "command=[python train.py --track]\n"
+        "gpus_per_task=[2]\n"
+        "cpus_per_gpu=[3]\n"  # ceil(10 / (2 * 2))
+        "cpus_per_task=[5]\n"  # ceil(10 / 2)
+        "ntasks=[2]\n"
+        "nodes=[#SBATCH --nodes=3]\n"
+        "thread_limits=[export OMP_NUM_THREADS=5 MKL_NUM_THREADS=5 OPENBLAS_NUM_THREADS=5 "
+        "PJRT_NPROC=5]\n"
+    )
+
+
+@pytest.mark.parametrize("template", [GPU_TEMPLATE, CPU_TEMPLATE], ids=["gpu", "cpu"])
+def test_shipped_templates_give_each_array_task_its_env_and_seed(tmp_path, monkeypatch, template):
+    monkeypatch.chdir(tmp_path)
+    args = ["--env-ids", "Pong-v5", "Breakout-v5", "BeamRider-v5", "--num-seeds", "2"]
+    command = "python cleanrl/ppo_atari_envpool.py --track"
+    text = render(
+        template, *args, "--command", command,
+        "--slurm-gpus-per-task", "1", "--slurm-total-cpus", "4", "--slurm-nodes", "1",
+    )  # fmt: skip
+    assert "{{" not in text and "}}" not in text
+    assert "#SBATCH --array=0-5\n" in text and "#SBATCH --nodes=1\n" in text
+    # run the script as each array task would, with an `srun` that prints what it would run
+    write_script(tmp_path / "bin" / "srun", '#!/bin/sh\necho "srun $*"\n')
+    script = next(Path("slurm").glob("*.slurm"))
+    runs = benchmark.make_runs(benchmark.Args(env_ids=args[1:4], num_seeds=2))
+    for task, run in enumerate(runs):
+        env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+        env["SLURM_ARRAY_TASK_ID"] = str(task)
+        out = subprocess.run(["bash", script], env=env, capture_output=True, text=True, check=True)
+        assert f"srun {command} --env-id {run.env_id} --seed {run.seed}\n" in out.stdout
+
+
+def test_submitting_prints_the_job_id_and_how_to_watch_it(fake_sbatch, capsys):
+    code = benchmark.main(
+        [
+            "--slurm-template-path", str(CPU_TEMPLATE), "--env-ids", "Pong-v5", "--num-seeds", "3",
+            "--workers", "2", "--slurm-total-cpus", "2", "--no-auto-tag",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (path,) = Path("slurm").glob("*.slurm")
+    assert "#SBATCH --array=0-2%2\n" in path.read_text()
+    assert fake_sbatch.read_text().split()[:2] == ["--parsable", str(path)]
+    assert Path("slurm/logs").is_dir()  # the templates' --output folder, which sbatch needs
+    out = capsys.readouterr().out
+    assert "submitted job 42: 3 array tasks, at most 2 at a time" in out
+    assert "squeue --jobs 42" in out and "scancel 42" in out
+    assert "slurm/logs/cleanrl_42_*.out" in out
+
+
+def expect_usage_error(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_unknown_placeholder_is_an_error_before_anything_is_submitted(fake_sbatch, capsys):
+    template = Path("typo.slurm_template")
+    template.write_text("#SBATCH --gpus-per-task={{gpus}}\n#SBATCH --array={{array}}\n")
+    err = expect_usage_error(
+        ["--slurm-template-path", str(template), "--workers", "2", "--no-auto-tag"], capsys
+    )
+    assert "unknown placeholder(s) {{gpus}}" in err and "{{gpus_per_task}}" in err
+    assert not fake_sbatch.exists()
+    assert not Path("slurm").exists()
+
+
+def test_missing_template_is_an_error(fake_sbatch, capsys):
+    err = expect_usage_error(
+        ["--slurm-template-path", "nowhere.slurm_template", "--workers", "2"], capsys
+    )
+    assert "cannot read the SLURM template nowhere.slurm_template" in err
+    assert not fake_sbatch.exists()
+
+
+def test_placeholder_whose_flag_is_missing_is_an_error(fake_sbatch, capsys):
+    err = expect_usage_error(
+        ["--slurm-template-path", str(GPU_TEMPLATE), "--slurm-total-cpus", "4", "--workers", "1"],
+        capsys,
+    )
+    assert "uses {{gpus_per_task}}: pass --slurm-gpus-per-task" in err
+    assert not fake_sbatch.exists()
+
+
+def test_missing_sbatch_is_an_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    err = expect_usage_error(
+        ["--slurm-template-path", str(CPU_TEMPLATE), "--slurm-total-cpus", "4", "--workers", "1"],
+        capsys,
+    )
+    assert "sbatch not found" in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--num-seeds", "0"], "--num-seeds must be positive, got 0"),
+        (["--workers", "-1"], "--workers must not be negative, got -1"),
+        (["--env-ids", "Pong-v5", "Pong-v5"], "--env-ids lists Pong-v5 more than once"),
+        (["--command", "python 'unclosed"], "cannot be parsed"),
+        (["--slurm-total-cpus", "0"], "--slurm-total-cpus must be positive, got 0"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, monkeypatch, capsys, flags, message):
+    monkeypatch.chdir(tmp_path)
+    assert message in expect_usage_error([*flags, "--no-auto-tag"], capsys)
+
+
+def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
+    # run benchmark/ppo.sh as written, from a folder that looks like the repository root
+    (tmp_path / "benchmark").symlink_to(REPO / "benchmark")
+    write_script(tmp_path / "bin" / "git", "#!/bin/sh\necho v9.9\n")
+    write_script(tmp_path / "bin" / "python", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    subprocess.run(["bash", "benchmark/ppo.sh"], check=True, capture_output=True, timeout=60)
+    calls = fake_sbatch.read_text().splitlines()
+    assert len(calls) == 5
+    assert all(call.endswith("WANDB_TAGS=v9.9") for call in calls)
+    arrays, commands = [], []
+    for call in calls:
+        text = Path(call.split()[1]).read_text()
+        arrays.append(re.search(r"--array=(\S+)", text).group(1))
+        commands.append(re.search(r"^srun python (\S+)", text, re.MULTILINE).group(1))
+    assert arrays == ["0-8%9", "0-8%9", "0-8%9", "0-170%9", "0-8%9"]  # 3 or 57 games x 3 seeds
+    assert commands == [
+        "cleanrl/ppo_atari.py",
+        "cleanrl/ppo_atari_lstm.py",
+        "cleanrl/ppo_atari_envpool.py",
+        "cleanrl/ppo_atari_envpool_xla_jax.py",
+        "cleanrl/ppo_atari_envpool_xla_jax_scan.py",
+    ]

@@ -1,0 +1,144 @@
+"""The benchmark launcher against a real single-node SLURM cluster (tests/slurm_cluster.py).
+
+The module fixture installs Debian's SLURM and munge when they are missing (root, apt-get), starts
+munged, slurmctld and slurmd on 127.0.0.1 from a temporary folder, and stops exactly those PIDs
+at the end. If the cluster cannot be installed or started, these tests fail; they never skip.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE_RUN = (
+    f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
+    "--num-envs 8 --num-steps 32 --total-timesteps 256"
+)
+ENV_IDS = ["Breakout-v5", "Pong-v5"]
+SEEDS = [1, 2]
+TEMPLATE_FLAGS = {
+    "gpu": [
+        "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_1gpu.slurm_template"),
+        "--slurm-gpus-per-task", "1", "--slurm-ntasks", "1", "--slurm-total-cpus", "1",
+    ],
+    "cpu": [
+        "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_cpu.slurm_template"),
+        "--slurm-ntasks", "1", "--slurm-total-cpus", "1",
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # 4 CPUs and 2 fake GPUs: both arrays of the first test run 2 tasks each at the same time
+    with SlurmCluster(tmp_path_factory.mktemp("cluster"), cpus=4, gpus=2) as cluster:
+        yield cluster
+
+
+def start_launcher(cluster: SlurmCluster, cwd: Path, *flags: str) -> subprocess.Popen:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cleanrl_utils.benchmark", "--no-auto-tag", "--slurm-wait", *flags],
+        cwd=cwd,
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(launcher: subprocess.Popen, cluster: SlurmCluster, timeout: float) -> str:
+    try:
+        output, _ = launcher.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        launcher.kill()
+        output, _ = launcher.communicate()
+        squeue = subprocess.run(
+            ["squeue", "--states=all"], env=cluster.env, capture_output=True, text=True
+        )
+        pytest.fail(f"launcher still waiting after {timeout} s:\n{output}\n{squeue.stdout}")
+    return output
+
+
+def job_id(output: str) -> str:
+    return re.search(r"^submitted job (\d+):", output, re.MULTILINE).group(1)
+
+
+def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
+    # both arrays at once, each from its own folder: runs/ and slurm/ land in the submission folder
+    launchers = {
+        name: start_launcher(
+            cluster,
+            tmp_path / name,
+            "--env-ids",
+            *ENV_IDS,
+            "--num-seeds",
+            str(len(SEEDS)),
+            "--workers",
+            "2",
+            "--command",
+            SMOKE_RUN,
+            *flags,
+        )  # fmt: skip
+        for name, flags in TEMPLATE_FLAGS.items()
+    }
+    outputs = {name: finish(launcher, cluster, timeout=240) for name, launcher in launchers.items()}
+    for name, output in outputs.items():
+        assert launchers[name].returncode == 0, f"{name} template:\n{output}\n{cluster.log_tail()}"
+        assert "4 of 4 runs succeeded" in output
+        for env_id in ENV_IDS:
+            for seed in SEEDS:
+                assert f"[done]   {env_id} seed {seed}" in output
+                run_dirs = list((tmp_path / name / "runs").glob(f"{env_id}__*__{seed}__*"))
+                assert len(run_dirs) == 1, f"{name}: no run directory for {env_id} seed {seed}"
+                assert (run_dirs[0] / "config.json").exists()
+        # the GPU template asked for a GPU per task, and the scheduler granted it
+        logs = sorted((tmp_path / name / "slurm" / "logs").glob("*.out"))
+        assert len(logs) == 4
+    gpu_job = scontrol_job(cluster, job_id(outputs["gpu"]))
+    assert "TresPerTask=gres:gpu:1" in gpu_job
+
+
+def scontrol_job(cluster: SlurmCluster, job: str) -> str:
+    return subprocess.run(
+        ["scontrol", "--oneliner", "show", "job", job],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
+    code = (
+        "import sys\n"
+        "print('boom on seed', sys.argv[-1], file=sys.stderr)\n"
+        "sys.exit(3 if sys.argv[-1] == '2' else 0)\n"
+    )
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    launcher = start_launcher(
+        cluster, tmp_path,
+        "--env-ids", "Breakout-v5", "--num-seeds", "3", "--workers", "3", "--command", command,
+        *TEMPLATE_FLAGS["cpu"],
+    )  # fmt: skip
+    output = finish(launcher, cluster, timeout=60)
+    assert launcher.returncode == 1, output
+    failure = re.search(r"\[FAILED\] Breakout-v5 seed 2: exit code 3.*\n((?:    \|.*\n)+)", output)
+    assert failure, output
+    assert "    | boom on seed 2\n" in failure.group(1)
+    assert "2 of 3 runs succeeded" in output
+    assert re.search(r"FAILED  Breakout-v5 seed 2: exit code 3", output)
+    # SLURM itself agrees
+    states = dict(
+        re.findall(r"ArrayTaskId=(\d+) .*?JobState=(\w+)", scontrol_job(cluster, job_id(output)))
+    )
+    assert states == {"0": "COMPLETED", "1": "FAILED", "2": "COMPLETED"}
