@@ -1,4 +1,5 @@
 # docs and experiment results: docs/ppo_atari_envpool.md
+import io
 import os
 import random
 import time
@@ -7,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import envpool
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -16,7 +18,7 @@ from torch.distributions.categorical import Categorical
 
 from cleanrl_utils.checks import check_env_id, check_ppo_args
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import make_run_name, start_run
+from cleanrl_utils.runs import atomic_write_bytes, make_run_name, start_run
 
 
 @dataclass
@@ -320,10 +322,6 @@ def explained_variance(values, returns, valids):
 
 
 def save_model(path, agent, args):
-    import io
-
-    from cleanrl_utils.runs import atomic_write_bytes
-
     buffer = io.BytesIO()
     torch.save(
         {
@@ -357,7 +355,9 @@ if __name__ == "__main__":
 
     # env setup
     envs = make_env(args.env_id, args.num_envs, args.seed)
-    assert envs.single_action_space.n > 0, "only discrete action spaces are supported"
+    assert isinstance(envs.single_action_space, gym.spaces.Discrete), (
+        "only discrete action space is supported"
+    )
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
