@@ -1,0 +1,385 @@
+"""The report tool (`python -m cleanrl_utils.report`): exact tables from synthetic event files
+with known values, plots that decode as images of the expected size, real short runs of a
+training script, and bad inputs that become notes, never tracebacks."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import describe, finish_script, read_scalars, run_dirs, run_script, start_script
+
+from cleanrl_utils import report
+
+
+def make_run(
+    root: Path,
+    script: str,
+    env_id: str,
+    seed: int,
+    returns: list[float],
+    *,
+    total_steps: int = 10240,
+    budget: int | None = None,
+    sps: float = 500.0,
+    minutes: float = 10.0,
+    config: bool = True,
+) -> Path:
+    """A run folder as the scripts write it: `config.json` and one event file with
+    `charts/episodic_return` (the games spread evenly over the run), a `charts/SPS` and a
+    `losses/value_loss` every 1024 steps, and wall times spread over `minutes` from the
+    writer's start. `budget` (default: `total_steps`) is the step budget in `config.json`."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    name = f"{env_id}__{script}__{seed}__1700000000"
+    run_dir = root / name
+    start = time.time()
+    writer = SummaryWriter(str(run_dir))
+
+    def wall(step):
+        return start + 60 * minutes * step / total_steps
+
+    for i, value in enumerate(returns):
+        step = (i + 1) * total_steps // (len(returns) + 1)
+        writer.add_scalar("charts/episodic_return", value, step, walltime=wall(step))
+        writer.add_scalar("charts/episodic_length", 50, step, walltime=wall(step))
+    for step in range(1024, total_steps + 1, 1024):
+        writer.add_scalar("losses/value_loss", 0.5, step, walltime=wall(step))
+        writer.add_scalar("charts/SPS", sps, step, walltime=wall(step))
+    writer.close()
+    if config:
+        budget = budget or total_steps
+        args = {"exp_name": script, "env_id": env_id, "seed": seed, "total_timesteps": budget}
+        args.update(batch_size=1024, num_iterations=budget // 1024)
+        record = {"run_name": name, "args": args, "git": {"commit": "0123456789abcdef"}}
+        (run_dir / "config.json").write_text(json.dumps(record))
+    return run_dir
+
+
+def run_report(out: Path, *runs: Path, extra: tuple[str, ...] = ()) -> int:
+    return report.main(["--runs", *map(str, runs), "--output-dir", str(out), *extra])
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """The cells of every table row in `markdown` (header rows included, rules left out)."""
+    rows = []
+    for line in markdown.splitlines():
+        if line.startswith("|") and not line.startswith("| ---"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Two script sets: three EnvPool-style scripts on *-v5 and one gymnasium script."""
+    root = tmp_path_factory.mktemp("synthetic") / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [0.0] * 50 + [10.0] * 100)
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [20.0] * 30)
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 1, [-21.0] * 20, sps=400.0, minutes=12.0)
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 2, [-19.0] * 20, sps=600.0, minutes=14.0)
+    make_run(root, "ppo_atari_envpool_xla_jax", "Breakout-v5", 1, [7.0] * 20)
+    make_run(root, "ppo_atari", "BreakoutNoFrameskip-v4", 1, [3.0, 5.0])
+    make_run(root, "ppo_atari", "BreakoutNoFrameskip-v4", 2, [1.0])
+    out = root.parent / "report"
+    code = run_report(out, root, extra=("--wall-clock",))
+    return root, out, code
+
+
+def test_returns_table_cells_are_mean_and_std_over_seeds_of_the_last_100_games(synthetic):
+    _, out, code = synthetic
+    assert code == 0
+    rows = table_rows((out / "returns.md").read_text())
+    # the EnvPool set: seed 1's last 100 games are all 10 (its first 50 zeros fall out of the
+    # window), seed 2 has 30 games of 20: 15 ± 5 (population std, as the published tables)
+    assert ["env", "ppo_atari_envpool", "ppo_atari_envpool_xla_jax"] in rows
+    assert ["Breakout-v5", "15.00 ± 5.00", "7.00 ± 0.00 (n=1)"] in rows
+    assert ["Pong-v5", "-20.00 ± 1.00", ""] in rows
+    # the gymnasium set is its own table (it shares no env id with the others)
+    assert ["env", "ppo_atari"] in rows
+    assert ["BreakoutNoFrameskip-v4", "2.50 ± 1.50"] in rows
+
+
+def test_runtimes_and_sps_are_means_over_seeds(synthetic):
+    _, out, _ = synthetic
+    rows = table_rows((out / "runtimes.md").read_text())
+    minutes, sps = rows[: len(rows) // 2], rows[len(rows) // 2 :]
+    assert ["Breakout-v5", "10.00", "10.00"] in minutes
+    assert ["Pong-v5", "13.00", ""] in minutes
+    assert ["Pong-v5", "500.00", ""] in sps
+    assert ["BreakoutNoFrameskip-v4", "500.00"] in sps
+
+
+def test_clean_runs_give_no_notes_and_a_csv_row_per_run(synthetic):
+    root, out, _ = synthetic
+    assert (out / "notes.md").read_text() == "None: every run read cleanly.\n"
+    with (out / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(list(root.iterdir())) == 7
+    assert {row["status"] for row in rows} == {"finished"}
+    page = (out / "report.md").read_text()
+    for heading in ("## Returns", "## Learning curves", "## Runtimes and speed", "## Notes"):
+        assert heading in page
+    assert "**Step budget**: 10,240 env steps per run." in page
+
+
+def test_learning_curves_are_images_with_one_panel_per_env(synthetic):
+    import matplotlib.image
+
+    root, out, _ = synthetic
+    expected = {
+        "curves_ppo_atari.png": 1,  # BreakoutNoFrameskip-v4
+        "curves_ppo_atari_envpool.png": 2,  # Breakout-v5, Pong-v5
+        "curves_ppo_atari_wallclock.png": 1,
+        "curves_ppo_atari_envpool_wallclock.png": 2,
+    }
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(expected)
+    for name, panels in expected.items():
+        image = matplotlib.image.imread(out / name)
+        width, height = report.plot_size(panels)
+        assert image.shape[:2] == (height, width), name
+        assert image[..., :3].std() > 0.05, f"{name} is blank"
+        assert f"]({name})" in (out / "curves.md").read_text()
+    assert report.plot_size(2) == (800, 350)  # 2 panels of 4 x 3 inches side by side, 100 dpi
+
+
+def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synthetic, tmp_path):
+    root, _, _ = synthetic
+    args = report.Args(runs=(str(root),), output_dir=str(tmp_path))
+    runs = [report.load_run(p, args.running_minutes, time.time()) for p in sorted(root.iterdir())]
+    rep = report.Report(args, runs, [])
+    titles = rep.plot_set(
+        ["ppo_atari_envpool", "ppo_atari_envpool_xla_jax"],
+        ["Breakout-v5", "Pong-v5"],
+        tmp_path / "c.png",
+        wall_clock=False,
+    )
+    assert titles == ["Breakout-v5", "Pong-v5"]
+    x, mean, std = rep.curve(rep.cells["ppo_atari_envpool", "Breakout-v5"].runs, wall_clock=False)
+    assert mean[-1] == pytest.approx(15.0) and std[-1] == pytest.approx(5.0)
+    assert x[-1] == 10240  # both seeds run to their last step
+    assert report.panel_grid(5) == (2, 3) and report.panel_grid(57) == (8, 8)
+
+
+def test_per_script_pages(synthetic):
+    _, out, _ = synthetic
+    page = (out / "ppo_atari_envpool.md").read_text()
+    assert page.startswith("# `ppo_atari_envpool`: benchmark")
+    assert ["Breakout-v5", "15.00 ± 5.00"] in table_rows(page)
+    assert ["Pong-v5", "13.00", "500.00"] in table_rows(page)
+    assert "](curves_ppo_atari_envpool.png)" in page
+
+
+def test_event_reader_matches_tensorboard(synthetic):
+    root, _, _ = synthetic
+    run_dir = root / "Breakout-v5__ppo_atari_envpool__2__1700000000"
+    (file,) = run_dir.glob("events.out.tfevents.*")
+    data = report.read_event_file(file, (report.RETURN_TAG, report.SPS_TAG))
+    expected = read_scalars(run_dir)
+    for tag in (report.RETURN_TAG, report.SPS_TAG):
+        assert [(s, v) for s, _, v in data.scalars[tag]] == expected[tag]
+    assert data.problem is None and data.last_step == 10240
+
+
+def test_human_normalised_median_and_iqm(tmp_path):
+    """Five games, two identical seeds each, at 0, 0.5, 1, 1.5 and 2 human-normalised: median
+    and IQM are 1, and resampling identical seeds cannot move them."""
+    scores = report.load_human_random()
+    assert len(scores) == 57 and scores["Pong"] == (-20.7, 14.6)
+    root = tmp_path / "runs"
+    for game, hns in zip(["Alien", "Breakout", "Pong", "Qbert", "Seaquest"], [0, 0.5, 1, 1.5, 2]):
+        random, human = scores[game]
+        for seed in (1, 2):
+            make_run(
+                root, "ppo_atari_envpool", f"{game}-v5", seed, [random + hns * (human - random)]
+            )
+    assert run_report(tmp_path / "out", root) == 0
+    rows = table_rows((tmp_path / "out" / "aggregate.md").read_text())
+    assert rows == [
+        ["script", "games", "runs", "median", "IQM"],
+        ["ppo_atari_envpool", "5", "10", "1.000 [1.000, 1.000]", "1.000 [1.000, 1.000]"],
+    ]
+
+
+def test_bootstrap_intervals_hold_the_point_estimate():
+    rng = np.random.default_rng(0)
+    by_game = [rng.normal(g, 1.0, size=3) for g in range(8)]
+    agg = report.aggregate_with_ci(by_game, samples=500, confidence=0.95, seed=1)
+    for point, lo, hi in agg.values():
+        assert lo <= point <= hi and lo < hi
+    assert agg == report.aggregate_with_ci(by_game, samples=500, confidence=0.95, seed=1)
+    assert report.trimmed_mean(np.arange(8.0)) == pytest.approx(3.5)  # mean of 2..5
+    assert report.trimmed_mean([0.0, 0.0, 1.0, 1.0, 100.0]) == pytest.approx(2 / 3)
+
+
+def test_aggregate_needs_enough_games(synthetic):
+    _, out, _ = synthetic
+    assert "No script has enough games" in (out / "aggregate.md").read_text()
+
+
+def test_comparison_with_published_numbers(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [200.0])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [220.0])
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 1, [10.0], sps=1000.0)
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 2, [12.0], sps=1000.0)
+    make_run(root, "my_variant", "Pong-v5", 1, [12.0])
+    assert run_report(tmp_path / "out", root, extra=("--compare-published",)) == 0
+    text = (tmp_path / "out" / "comparison.md").read_text()
+    rows = table_rows(text)
+    # 210 ± 10 against 211.24 ± 151.84: inside; 11 ± 1 against 20.45 ± 0.09: outside
+    assert [
+        "Breakout-v5", "ppo_atari_envpool", "210.00 ± 10.00", "2", "10,240",
+        "211.24 ± 151.84", "3", "10,000,000", "-1.24", "yes",
+    ] in rows  # fmt: skip
+    assert [
+        "Pong-v5", "ppo_atari_envpool", "11.00 ± 1.00", "2", "10,240",
+        "20.45 ± 0.09", "3", "10,000,000", "-9.45", "no",
+    ] in rows  # fmt: skip
+    assert "Step budgets differ" in text
+    # at 1000 steps/s, 10M steps take 166.7 minutes, against the published 178.38
+    assert ["Pong-v5", "ppo_atari_envpool", "1,000", "166.7", "178.38", "0.9x"] in rows
+    notes = (tmp_path / "out" / "notes.md").read_text()
+    assert "no published numbers for my_variant" in notes
+
+
+# ---------------------------------------------------------------------------------------------
+# bad inputs: a note, never a traceback
+# ---------------------------------------------------------------------------------------------
+
+
+def test_empty_folder_is_a_note_and_exit_code_1(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    assert run_report(tmp_path / "out", tmp_path / "runs") == 1
+    notes = (tmp_path / "out" / "notes.md").read_text()
+    assert "no runs under" in notes
+    assert "No finished runs to report" in (tmp_path / "out" / "returns.md").read_text()
+    assert "no runs under" in capsys.readouterr().out
+
+
+def test_missing_folder_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_report(tmp_path / "out", tmp_path / "nowhere")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --runs:")
+
+
+def test_bad_runs_become_notes_and_the_good_ones_are_still_reported(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [6.0])
+    # garbage where the event file should be
+    garbage = make_run(root, "ppo_atari_envpool", "Breakout-v5", 3, [1000.0])
+    (event_file,) = garbage.glob("events.out.tfevents.*")
+    event_file.write_bytes(os.urandom(3000))
+    # an event file cut in the middle of a record: the records before it still count
+    cut = make_run(root, "ppo_atari_envpool", "Pong-v5", 1, [-20.0] * 10)
+    (event_file,) = cut.glob("events.out.tfevents.*")
+    event_file.write_bytes(event_file.read_bytes()[:-7])
+    # a run with no finished game
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 2, [])
+    # a run still going, and one that stopped long ago, both at half their budget
+    make_run(root, "ppo_atari_envpool", "Seaquest-v5", 1, [100.0], budget=20480)
+    stopped = make_run(root, "ppo_atari_envpool", "Seaquest-v5", 2, [50.0], budget=20480)
+    for file in stopped.iterdir():
+        os.utime(file, (time.time() - 7200, time.time() - 7200))
+    # mixed step counts in one cell
+    make_run(root, "ppo_atari_envpool", "Qbert-v5", 1, [300.0], total_steps=10240)
+    make_run(root, "ppo_atari_envpool", "Qbert-v5", 2, [500.0], total_steps=20480)
+    # no config.json, but a run-style name; and a folder with neither
+    make_run(root, "ppo_atari_envpool", "Alien-v5", 1, [250.0], config=False)
+    (root / "not_a_run").mkdir()
+    (root / "not_a_run" / "config.json").write_text("{broken")
+
+    assert run_report(tmp_path / "out", root) == 0
+    out = tmp_path / "out"
+    notes = (out / "notes.md").read_text()
+    assert "`Breakout-v5__ppo_atari_envpool__3__1700000000`: `events.out.tfevents" in notes
+    assert "corrupt record at byte 0" in notes
+    assert "Pong-v5__ppo_atari_envpool__1__1700000000" in notes and "partial record" in notes
+    assert "no finished game" in notes
+    assert (
+        "Seaquest-v5__ppo_atari_envpool__1__1700000000`: still running (10,240 of 20,480 steps"
+        in notes
+    )
+    assert (
+        "Seaquest-v5__ppo_atari_envpool__2__1700000000`: stopped early (10,240 of 20,480 steps"
+        in notes
+    )
+    assert "left out of the tables and plots (`--include-unfinished` reports it)" in notes
+    assert "Qbert-v5: mixed step counts (10,240, 20,480)" in notes
+    assert "cannot tell whether it finished" in notes
+    assert "`not_a_run`: unreadable config.json" in notes and "cannot tell its script" in notes
+    rows = table_rows((out / "returns.md").read_text())
+    assert ["Breakout-v5", "5.00 ± 1.00"] in rows  # the corrupt seed 3 is left out
+    assert ["Pong-v5", "-20.00 ± 0.00 (n=1)"] in rows  # the cut file's games; seed 2 has none
+    assert ["Qbert-v5", "400.00 ± 100.00"] in rows
+    assert ["Alien-v5", "250.00 ± 0.00 (n=1)"] in rows
+    assert not any(row[0] == "Seaquest-v5" for row in rows)
+    statuses = {row["run"]: row["status"] for row in csv.DictReader((out / "runs.csv").open())}
+    assert statuses["Seaquest-v5__ppo_atari_envpool__1__1700000000"] == "running"
+    assert statuses["Seaquest-v5__ppo_atari_envpool__2__1700000000"] == "stopped"
+    assert statuses["Breakout-v5__ppo_atari_envpool__3__1700000000"] == "unreadable"
+
+    # --include-unfinished reports the unfinished runs too
+    assert run_report(tmp_path / "out2", root, extra=("--include-unfinished",)) == 0
+    rows = table_rows((tmp_path / "out2" / "returns.md").read_text())
+    assert ["Seaquest-v5", "75.00 ± 25.00"] in rows
+
+
+def test_only_a_corrupt_run_exits_1_with_notes_and_no_traceback(tmp_path):
+    root = tmp_path / "runs"
+    bad = make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
+    (event_file,) = bad.glob("events.out.tfevents.*")
+    event_file.write_bytes(b"\x00" * 100)
+    proc = run_script(
+        ["--runs", "runs", "--output-dir", "out"], tmp_path, module="cleanrl_utils.report"
+    )
+    assert proc.returncode == 1, describe(proc)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "corrupt record at byte 0" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# real runs
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_report_on_real_short_runs(tmp_path):
+    """Two seeds of the EnvPool script, long enough for a few games of Breakout each."""
+    args = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"]
+    procs = [start_script([*args, "--seed", str(seed)], tmp_path) for seed in (1, 2)]
+    for proc in procs:
+        done = finish_script(proc)
+        assert done.returncode == 0, describe(done)
+    dirs = run_dirs(tmp_path)
+    finals = []
+    for run_dir in dirs:
+        games = [value for _, value in read_scalars(run_dir).get("charts/episodic_return", [])]
+        assert games, f"{run_dir.name} finished no game"
+        finals.append(np.mean(games[-100:]))
+
+    proc = run_script(
+        ["--runs", "runs", "--output-dir", "report", "--compare-published"],
+        tmp_path,
+        module="cleanrl_utils.report",
+    )
+    assert proc.returncode == 0, describe(proc)
+    out = tmp_path / "report"
+    expected = f"{np.mean(finals):.2f} ± {np.std(finals):.2f}"
+    assert ["Breakout-v5", expected] in table_rows((out / "returns.md").read_text())
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert [row["status"] for row in rows] == ["finished", "finished"]
+    assert [row["steps"] for row in rows] == ["512", "512"]
+    assert all(float(row["runtime_minutes"]) > 0 and float(row["sps"]) > 0 for row in rows)
+    assert "Step budgets differ" in (out / "comparison.md").read_text()
+    assert (out / "notes.md").read_text() == "None: every run read cleanly.\n"
+    import matplotlib.image
+
+    image = matplotlib.image.imread(out / "curves_ppo_atari_envpool.png")
+    assert image.shape[:2] == report.plot_size(1)[::-1]
