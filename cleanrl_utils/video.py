@@ -26,3 +26,8 @@ class VideoWriter:
         self.writer.close()
         os.replace(self.tmp_path, self.path)
         return self.path
+
+    def discard(self) -> None:
+        """Stop writing and delete what was written: no file appears."""
+        self.writer.close()
+        self.tmp_path.unlink(missing_ok=True)

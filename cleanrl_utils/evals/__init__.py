@@ -1,8 +1,20 @@
 """Evaluate a trained agent: play whole games, return their real scores, optionally record them.
 
-One entry point for the torch scripts in cleanrl/. A script provides `make_env(env_id, num_envs,
-seed, **kwargs)`, `EpisodeStatistics(num_envs)` and `Agent(envs)` with
-`get_action_and_value(obs)`; a saved `.cleanrl_model` file names its script, so
+One entry point for the torch scripts in cleanrl/. A script provides:
+
+- `make_env(env_id, num_envs, seed, **kwargs)`: a seeded vector env with the gymnasium API
+  (`reset()` -> `(obs, info)`, `step(actions)` -> 5-tuple, `render()` with
+  `render_mode="rgb_array"`), whose `metadata["autoreset_mode"]` says when an env that reported
+  a done resets: on the *next* step, ignoring that step's action (EnvPool; gymnasium's default
+  `NEXT_STEP`, also assumed when the key is missing), or in the *same* step (`SAME_STEP`).
+- `EpisodeStatistics(num_envs)` with `update(info, truncations, acted)`, which returns the
+  (return, length) of each game that ended in this step; `acted[i]` is False where env i ignored
+  this step's action (only ever the step after a done, with next-step autoreset).
+- `Agent(envs)` with `get_action_and_value(obs)` returning the action first; a recurrent agent
+  also has `initial_state(num_envs, device)`, and then `get_action_and_value(obs, state, done)`
+  returns the next state last; `done[i]` is 1 where env i's episode ended before this step.
+
+A saved `.cleanrl_model` file names its script, so
 `python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else.
 """
 
@@ -15,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 
 from cleanrl_utils.checks import fail
 
@@ -64,30 +77,52 @@ def evaluate(
     """Play `eval_episodes` whole games in one env, sampling actions from the policy.
 
     The env is built exactly as in training (a lost life ends the training episode and the env
-    presses FIRE), and each game's score is its real, unclipped score over all lives. With
-    `video_dir`, every game is written to `video_dir/eval-episode-{i}.mp4`.
+    presses FIRE), and each game's score is its real, unclipped score over all lives. A recurrent
+    agent's state starts at zero and is zeroed where an episode ended, as in training. `seed`
+    seeds the env and the action sampling (the caller's torch RNG state is left as it was), so
+    the same model and seed give the same games. With `video_dir`, every game is written to
+    `video_dir/eval-episode-{i}.mp4`, from the game's first frame to its last (with same-step
+    autoreset the frame after a game's last step already shows the next game: it is left out).
     """
-    from cleanrl_utils.video import VideoWriter
-
+    device = torch.device(device)
     render = {"render_mode": "rgb_array"} if video_dir is not None else {}
     envs = make_env(env_id, 1, seed, **render)
-    stats = episode_statistics(1)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            return play(agent, envs, episode_statistics(1), eval_episodes, device, video_dir)
+    finally:
+        envs.close()
+
+
+def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
+    from cleanrl_utils.video import VideoWriter
+
+    same_step = envs.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
+    recurrent = hasattr(agent, "initial_state")
+    state = agent.initial_state(1, device) if recurrent else None
     obs, _ = envs.reset()
-    acted = np.ones(1, dtype=bool)
+    done = np.zeros(1, dtype=bool)
     episodic_returns = []
     video = None
     while len(episodic_returns) < eval_episodes:
         if video_dir is not None and video is None:
             video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
-            video.append(envs.render()[0])
+            if same_step or not done.any():  # (else the env still shows the last game's end)
+                video.append(envs.render()[0])
         with torch.no_grad():
-            action = agent.get_action_and_value(torch.from_numpy(obs).to(device))[0]
+            obs = torch.from_numpy(obs).to(device)
+            if recurrent:
+                done_t = torch.from_numpy(done).float().to(device)
+                action, *_, state = agent.get_action_and_value(obs, state, done_t)
+            else:
+                action = agent.get_action_and_value(obs)[0]
+        acted = np.ones(1, dtype=bool) if same_step else ~done
         obs, _, terminated, truncated, info = envs.step(action.cpu().numpy())
-        if video is not None:
+        done = terminated | truncated
+        if video is not None and not (same_step and done.any()):
             video.append(envs.render()[0])
-        finished = stats.update(info, truncated, acted)
-        acted = ~(terminated | truncated)
-        for episodic_return, episodic_length in finished:
+        for episodic_return, episodic_length in stats.update(info, truncated, acted):
             print(
                 f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}, "
                 f"episodic_length={episodic_length}"
@@ -96,7 +131,6 @@ def evaluate(
             if video is not None:
                 log_video(video.close())
                 video = None
-    envs.close()
     return episodic_returns
 
 
@@ -118,7 +152,7 @@ def main(argv=None):
         eval_episodes: int = 10
         """the number of games to play"""
         seed: int = 1
-        """seed of the evaluation environment"""
+        """seed of the evaluation environment and of the sampled actions"""
         capture_video: bool = False
         """whether to record every game under `--video-dir`"""
         video_dir: str = "videos/eval"
