@@ -1,0 +1,553 @@
+# docs and experiment results: docs/ppo_atari_envpool_xla_jax.md
+import os
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, fields
+from functools import partial
+from pathlib import Path
+
+import envpool
+import flax
+import flax.linen as nn
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tyro
+from flax.linen.initializers import constant, orthogonal
+from flax.training.train_state import TrainState
+
+from cleanrl_utils.checks import check_env_id, check_ppo_args
+from cleanrl_utils.progress import Progress
+from cleanrl_utils.runs import atomic_write_bytes, make_run_name, start_run
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `XLA_FLAGS=--xla_gpu_deterministic_ops=true` (deterministic GPU kernels)"""
+    cuda: bool = True
+    """if toggled, JAX uses a GPU when a GPU build of jaxlib is installed; otherwise the CPU"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to record videos of the evaluation episodes at the end (under `videos/{run_name}/`)"""
+    save_model: bool = False
+    """whether to save the model into `runs/{run_name}/{exp_name}.cleanrl_model` and evaluate it"""
+    eval_episodes: int = 10
+    """the number of games to play when evaluating the final model"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment (an EnvPool Atari id)"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def configure_jax(args):
+    """Environment variables that XLA reads once, when JAX starts its backend: call this before
+    the first JAX computation. (The published script set `TF_CUDNN DETERMINISTIC`, with a space,
+    and TensorFlow's `TF_XLA_FLAGS`: neither is read by JAX.)"""
+    if args.torch_deterministic:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+    if not args.cuda:
+        jax.config.update("jax_platforms", "cpu")
+    # EnvPool and XLA share the GPU: do not let XLA preallocate 75% of its memory
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")
+
+
+def make_env(env_id, num_envs, seed, **kwargs):
+    # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
+    # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
+    # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
+    return envpool.make(
+        env_id,
+        env_type="gym",
+        num_envs=num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=seed,
+        **kwargs,
+    )
+
+
+@flax.struct.dataclass
+class EpisodeStatistics:
+    """The real game score and length of each env, counted over all lives, as a pytree that the
+    jitted environment step updates.
+
+    A game ends when the last life is lost (`info["terminated"]`) or at the time limit
+    (`truncated`); `update` returns the new statistics, which envs finished a game in this step,
+    and every env's (return, length) so far (meaningful where a game finished). Steps whose action
+    EnvPool ignored (the reset step after a done) do not count in the length.
+    """
+
+    returns: jax.Array
+    lengths: jax.Array
+
+    @classmethod
+    def zeros(cls, num_envs):
+        return cls(jnp.zeros(num_envs, jnp.float32), jnp.zeros(num_envs, jnp.int32))
+
+    def update(self, info, truncations, acted):
+        returns = self.returns + info["reward"]
+        lengths = self.lengths + acted
+        game_over = (info["terminated"] == 1) | truncations
+        new = EpisodeStatistics(
+            jnp.where(game_over, 0.0, returns), jnp.where(game_over, 0, lengths)
+        )
+        return new, game_over, returns, lengths
+
+
+class Network(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        # observations stay uint8 until here: the rollout buffer holds a quarter of float32's bytes
+        x = jnp.transpose(x, (0, 2, 3, 1)).astype(jnp.float32) / 255.0
+        for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            x = nn.Conv(
+                features,
+                kernel_size=(kernel, kernel),
+                strides=(stride, stride),
+                padding="VALID",
+                kernel_init=orthogonal(np.sqrt(2)),
+                bias_init=constant(0.0),
+            )(x)
+            x = nn.relu(x)
+        x = x.reshape((x.shape[0], -1))
+        x = nn.Dense(512, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
+        return nn.relu(x)
+
+
+class Actor(nn.Module):
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(x)
+
+
+class Critic(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(1, kernel_init=orthogonal(1), bias_init=constant(0.0))(x)
+
+
+@flax.struct.dataclass
+class AgentParams:
+    network: dict
+    actor: dict
+    critic: dict
+
+    def __contains__(self, key):  # flax's TrainState.apply_gradients asks `key in grads`
+        return key in {field.name for field in fields(self)}
+
+
+class Agent:
+    """The Nature CNN shared by an actor head and a critic head: pure functions of AgentParams."""
+
+    def __init__(self, num_actions):
+        self.network = Network()
+        self.actor = Actor(num_actions)
+        self.critic = Critic()
+
+    def init(self, key, obs):
+        network_key, actor_key, critic_key = jax.random.split(key, 3)
+        network_params = self.network.init(network_key, obs)
+        hidden = self.network.apply(network_params, obs)
+        return AgentParams(
+            network_params,
+            self.actor.init(actor_key, hidden),
+            self.critic.init(critic_key, hidden),
+        )
+
+    def get_value(self, params, x):
+        return self.critic.apply(params.critic, self.network.apply(params.network, x))[:, 0]
+
+    def get_action_and_value(self, params, x, key):
+        """Sample an action with the Gumbel-max trick: argmax(logits + Gumbel noise)."""
+        hidden = self.network.apply(params.network, x)
+        logits = self.actor.apply(params.actor, hidden)
+        u = jax.random.uniform(key, shape=logits.shape)
+        action = jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=1)
+        logprob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], axis=1)[:, 0]
+        return action, logprob, self.critic.apply(params.critic, hidden)[:, 0]
+
+    def get_logprob_entropy_value(self, params, x, action):
+        hidden = self.network.apply(params.network, x)
+        logprobs = jax.nn.log_softmax(self.actor.apply(params.actor, hidden))
+        logprob = jnp.take_along_axis(logprobs, action[:, None], axis=1)[:, 0]
+        entropy = -(jnp.exp(logprobs) * logprobs).sum(axis=1)
+        return logprob, entropy, self.critic.apply(params.critic, hidden)[:, 0]
+
+
+@jax.jit
+def gae_step(lastgaelam, t, rewards, values, next_values, terminations, dones, gamma, gae_lambda):
+    """One step of GAE's backward recursion: the advantage of step t from that of step t + 1."""
+    delta = rewards[t] + gamma * next_values[t] * (1.0 - terminations[t]) - values[t]
+    return delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam
+
+
+def compute_advantages(rewards, values, next_value, terminations, truncations, gamma, gae_lambda):
+    """GAE over a rollout of shape (num_steps, num_envs): the jitted `gae_step` driven by a
+    Python loop (one step compiles in a moment; a 128-step loop unrolled inside `jax.jit` takes
+    most of a minute to compile on a small CPU).
+
+    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
+    after step t. A termination has no future, so it does not bootstrap. A truncation does
+    bootstrap, from the value of the last real observation, which the rollout stored as the
+    next step's observation (that step's action is ignored by EnvPool and masked out of the loss).
+    Either way the advantage does not chain into the next episode.
+    """
+    next_values = jnp.concatenate([values[1:], next_value.reshape(1, -1)])
+    terminations = jnp.asarray(terminations, jnp.float32)
+    dones = jnp.maximum(terminations, jnp.asarray(truncations, jnp.float32))
+    steps = (rewards, values, next_values, terminations, dones, gamma, gae_lambda)
+    advantages = [None] * rewards.shape[0]
+    lastgaelam = jnp.zeros_like(next_value.reshape(-1))
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = gae_step(lastgaelam, t, *steps)
+        advantages[t] = lastgaelam
+    advantages = jnp.stack(advantages)
+    return advantages, advantages + values
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+
+
+@flax.struct.dataclass
+class Rollout:
+    """One rollout, shape (num_steps, num_envs) (one step: (num_envs,)). Observations stay uint8."""
+
+    obs: jax.Array
+    actions: jax.Array
+    logprobs: jax.Array
+    rewards: jax.Array
+    terminations: jax.Array
+    truncations: jax.Array
+    values: jax.Array
+    # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
+    # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
+    valids: jax.Array
+
+
+@flax.struct.dataclass
+class EnvState:
+    """What the rollout carries from one step to the next (and from one rollout to the next)."""
+
+    handle: jax.Array  # EnvPool's XLA handle: threads the order of the env steps through XLA
+    obs: jax.Array
+    valid: jax.Array
+    episode_stats: EpisodeStatistics
+    key: jax.Array
+
+
+def rollout_step(agent, step_env, params, env_state):
+    """Play one step in every env, inside XLA. Returns the next EnvState, the step's transition,
+    and the games that ended in it as (game_over mask, returns, lengths)."""
+    # ALGO LOGIC: action logic
+    key, action_key = jax.random.split(env_state.key)
+    action, logprob, value = agent.get_action_and_value(params, env_state.obs, action_key)
+
+    # TRY NOT TO MODIFY: execute the game and log data.
+    handle, (next_obs, reward, terminated, truncated, info) = step_env(env_state.handle, action)
+    episode_stats, game_over, returns, lengths = env_state.episode_stats.update(
+        info, truncated, env_state.valid
+    )
+    transition = Rollout(
+        env_state.obs, action, logprob, reward, terminated, truncated, value, env_state.valid
+    )
+    next_valid = ~(terminated | truncated)
+    env_state = EnvState(handle, next_obs, next_valid, episode_stats, key)
+    return env_state, (transition, (game_over, returns, lengths))
+
+
+def collect_rollout(rollout_step, params, env_state, num_steps):
+    """Play num_steps steps in every env: the jitted `rollout_step` driven by a Python loop.
+    Returns the EnvState to continue from, the Rollout and the games that ended, stacked."""
+    steps = []
+    for _ in range(num_steps):
+        env_state, step = rollout_step(params, env_state)
+        steps.append(step)
+    rollout, games = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *steps)
+    return env_state, rollout, games
+
+
+def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, values, valids):
+    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
+    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, obs, actions)
+    logratio = newlogprob - logprobs
+    ratio = jnp.exp(logratio)
+
+    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+    old_approx_kl = masked_mean(-logratio, valids)
+    approx_kl = masked_mean((ratio - 1) - logratio, valids)
+    clipfrac = masked_mean((jnp.abs(ratio - 1.0) > args.clip_coef).astype(jnp.float32), valids)
+
+    if args.norm_adv:
+        mean = masked_mean(advantages, valids)
+        var = ((advantages - mean) ** 2 * valids).sum() / jnp.maximum(valids.sum() - 1, 1.0)
+        advantages = (advantages - mean) / (jnp.sqrt(var) + 1e-8)
+
+    # Policy loss
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * jnp.clip(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = masked_mean(jnp.maximum(pg_loss1, pg_loss2), valids)
+
+    # Value loss
+    if args.clip_vloss:
+        v_loss_unclipped = (newvalue - returns) ** 2
+        v_clipped = values + jnp.clip(newvalue - values, -args.clip_coef, args.clip_coef)
+        v_loss_clipped = (v_clipped - returns) ** 2
+        v_loss = 0.5 * masked_mean(jnp.maximum(v_loss_unclipped, v_loss_clipped), valids)
+    else:
+        v_loss = 0.5 * masked_mean((newvalue - returns) ** 2, valids)
+
+    entropy_loss = masked_mean(entropy, valids)
+    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+    stats = dict(
+        value_loss=v_loss,
+        policy_loss=pg_loss,
+        entropy=entropy_loss,
+        old_approx_kl=old_approx_kl,
+        approx_kl=approx_kl,
+        clipfrac=clipfrac,
+    )
+    return loss, jax.lax.stop_gradient(stats)
+
+
+def update_minibatch(agent, args, agent_state, batch, mb_inds):
+    """One gradient step on the minibatch `batch[mb_inds]`."""
+    minibatch = jax.tree_util.tree_map(lambda x: x[mb_inds], batch)
+    grad_fn = jax.value_and_grad(partial(ppo_loss, agent, args), has_aux=True)
+    (loss, stats), grads = grad_fn(agent_state.params, *minibatch)
+    return agent_state.apply_gradients(grads=grads), dict(stats, loss=loss)
+
+
+def update(update_minibatch, args, agent_state, rollout, advantages, returns, key):
+    """update_epochs passes over the rollout in shuffled minibatches, each gradient step a call
+    of the jitted `update_minibatch`; returns the last minibatch's statistics, with clipfrac
+    averaged over all minibatches."""
+    b = rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values
+    batch = [x.reshape((args.batch_size,) + x.shape[2:]) for x in (*b, rollout.valids)]
+    clipfracs = []
+    for epoch in range(args.update_epochs):
+        key, permutation_key = jax.random.split(key)
+        b_inds = jax.random.permutation(permutation_key, args.batch_size)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            agent_state, stats = update_minibatch(agent_state, batch, mb_inds)
+            clipfracs.append(stats["clipfrac"])
+
+        if args.target_kl is not None and stats["approx_kl"] > args.target_kl:
+            break
+    stats["clipfrac"] = jnp.stack(clipfracs).mean()
+    return agent_state, stats, key
+
+
+def explained_variance(values, returns, valids):
+    mask = np.asarray(valids, dtype=bool)
+    y_pred, y_true = np.asarray(values)[mask], np.asarray(returns)[mask]
+    var_y = np.var(y_true)
+    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+
+def save_model(path, params, args):
+    data = {
+        "script": f"cleanrl.{Path(__file__).stem}",
+        "script_path": str(Path(__file__).resolve()),
+        "args": asdict(args),
+        "params": flax.serialization.to_state_dict(jax.device_get(params)),
+    }
+    atomic_write_bytes(path, flax.serialization.msgpack_serialize(data))
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_ppo_args(args)
+    check_env_id(args.env_id, envpool.list_all_envs(), "EnvPool")
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = make_run_name(args.env_id, args.exp_name, args.seed)
+    writer = start_run(args, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    configure_jax(args)
+    key = jax.random.PRNGKey(args.seed)
+    key, agent_key, rollout_key = jax.random.split(key, 3)
+
+    # env setup
+    envs = make_env(args.env_id, args.num_envs, args.seed)
+    assert isinstance(envs.action_space, gym.spaces.Discrete), (
+        "only discrete action space is supported"
+    )
+
+    agent = Agent(envs.action_space.n)
+    obs_shape = envs.observation_space.shape
+
+    def linear_schedule(count):
+        # count is the number of gradient steps so far: the rate is constant within an iteration
+        frac = 1.0 - (count // (args.num_minibatches * args.update_epochs)) / args.num_iterations
+        return args.learning_rate * frac
+
+    agent_state = TrainState.create(
+        apply_fn=None,
+        params=jax.jit(agent.init)(agent_key, np.zeros((1,) + obs_shape, np.uint8)),
+        tx=optax.chain(
+            optax.clip_by_global_norm(args.max_grad_norm),
+            optax.inject_hyperparams(optax.adam)(
+                learning_rate=linear_schedule if args.anneal_lr else args.learning_rate, eps=1e-5
+            ),
+        ),
+    )
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_obs, _ = envs.reset()
+    handle, _, _, step_env = envs.xla()
+    env_state = EnvState(
+        handle,
+        jnp.asarray(next_obs),
+        jnp.ones(args.num_envs, dtype=bool),
+        EpisodeStatistics.zeros(args.num_envs),
+        rollout_key,
+    )
+    jit_rollout_step = jax.jit(partial(rollout_step, agent, step_env))
+    jit_get_value = jax.jit(agent.get_value)
+    jit_update_minibatch = jax.jit(partial(update_minibatch, agent, args))
+    avg_returns = deque(maxlen=20)
+    avg_lengths = deque(maxlen=20)
+    progress = Progress(args.num_iterations * args.batch_size)
+
+    for iteration in range(1, args.num_iterations + 1):
+        iteration_start = time.time()
+        env_state, rollout, games = collect_rollout(
+            jit_rollout_step, agent_state.params, env_state, args.num_steps
+        )
+
+        # bootstrap value if not done
+        next_value = jit_get_value(agent_state.params, env_state.obs)
+        advantages, returns = compute_advantages(
+            rollout.rewards,
+            rollout.values,
+            next_value,
+            rollout.terminations,
+            rollout.truncations,
+            args.gamma,
+            args.gae_lambda,
+        )
+
+        # Optimizing the policy and value network
+        agent_state, stats, key = update(
+            jit_update_minibatch, args, agent_state, rollout, advantages, returns, key
+        )
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        game_over, game_returns, game_lengths = jax.device_get(games)
+        for step, env in zip(*np.nonzero(game_over)):
+            game_step = global_step + (step + 1) * args.num_envs
+            avg_returns.append(float(game_returns[step, env]))
+            avg_lengths.append(int(game_lengths[step, env]))
+            writer.add_scalar("charts/episodic_return", avg_returns[-1], game_step)
+            writer.add_scalar("charts/episodic_length", avg_lengths[-1], game_step)
+            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
+            writer.add_scalar("charts/avg_episodic_length", np.mean(avg_lengths), game_step)
+        global_step += args.batch_size
+
+        stats = jax.device_get(stats)
+        now = time.time()
+        sps = global_step / (now - start_time)
+        learning_rate = agent_state.opt_state[1].hyperparams["learning_rate"]
+        writer.add_scalar("charts/learning_rate", float(learning_rate), global_step)
+        for name, value in stats.items():
+            writer.add_scalar(f"losses/{name}", float(value), global_step)
+        explained_var = explained_variance(rollout.values, returns, rollout.valids)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar(
+            "charts/SPS_update", args.batch_size / (now - iteration_start), global_step
+        )
+        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+
+    progress.close()
+    envs.close()
+
+    if args.save_model or args.capture_video:
+        from cleanrl_utils.evals.jax_eval import evaluate
+
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        if args.save_model:
+            save_model(model_path, agent_state.params, args)
+            print(f"model saved to {model_path}")
+        episodic_returns = evaluate(
+            agent,
+            agent_state.params,
+            make_env,
+            EpisodeStatistics,
+            env_id=args.env_id,
+            eval_episodes=args.eval_episodes,
+            seed=args.seed + 1,
+            video_dir=f"videos/{run_name}" if args.capture_video else None,
+        )
+        for idx, episodic_return in enumerate(episodic_returns):
+            writer.add_scalar("eval/episodic_return", episodic_return, idx)
+
+    writer.close()
+    if args.track:
+        import wandb
+
+        wandb.finish()

@@ -1,0 +1,200 @@
+"""Evaluate a trained JAX agent: play whole games, return their real scores, optionally record them.
+
+The JAX twin of `cleanrl_utils.evals` (which serves the torch scripts), for
+`cleanrl/ppo_atari_envpool_xla_jax.py` and `cleanrl/ppo_atari_envpool_xla_jax_scan.py`. A script
+provides:
+
+- `make_env(env_id, num_envs, seed, **kwargs)`: a seeded EnvPool env with the gymnasium API
+  (`reset()` -> `(obs, info)`, `step(actions)` -> 5-tuple, `render()` with
+  `render_mode="rgb_array"`); an env that reported a done resets on the *next* step, ignoring
+  that step's action.
+- `EpisodeStatistics`, a pytree with `zeros(num_envs)` and `update(info, truncations, acted)`
+  returning (new statistics, game_over mask, returns, lengths): a game's real score over all
+  lives, reported when the last life is lost or at the time limit; `acted[i]` is False where env
+  i ignored this step's action.
+- `Agent(num_actions)` with `init(key, obs)` -> parameters and
+  `get_action_and_value(params, obs, key)` -> (action, logprob, value).
+
+A saved `.cleanrl_model` file (flax msgpack: script name and path, the arguments, the
+parameters) names its script, so
+`python -m cleanrl_utils.evals.jax_eval --model-path runs/RUN/EXP.cleanrl_model` needs nothing
+else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cleanrl_utils.checks import fail
+
+
+def load_script(name: str, path: str | None = None):
+    """Import the training script a checkpoint came from (by module name, else by file path)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if path is None or not Path(path).is_file():
+            raise
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_model(model_path: str | Path):
+    """Returns (script module, training args dict, agent, parameters); exits 2 on a bad file."""
+    import flax.serialization
+    import jax
+
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        fail(f"model file not found: {model_path}")
+    try:
+        checkpoint = flax.serialization.msgpack_restore(model_path.read_bytes())
+        script = load_script(checkpoint["script"], checkpoint.get("script_path"))
+        args = checkpoint["args"]
+        envs = script.make_env(args["env_id"], 1, args["seed"])
+        agent = script.Agent(envs.action_space.n)
+        obs = np.zeros((1,) + envs.observation_space.shape, np.uint8)
+        envs.close()
+        template = jax.eval_shape(agent.init, jax.random.PRNGKey(0), obs)  # shapes only
+        params = flax.serialization.from_state_dict(template, checkpoint["params"])
+        params = jax.tree_util.tree_map(jax.numpy.asarray, params)
+        shapes = [x.shape for x in jax.tree_util.tree_leaves(params)]
+        if shapes != [x.shape for x in jax.tree_util.tree_leaves(template)]:
+            raise ValueError("the parameters do not fit the script's network")
+    except Exception as e:  # a truncated or foreign file: say which, without a traceback
+        fail(f"cannot read model file {model_path}: {type(e).__name__}: {e}")
+    return script, args, agent, params
+
+
+def evaluate(
+    agent,
+    params,
+    make_env,
+    episode_statistics,
+    env_id: str,
+    eval_episodes: int = 10,
+    seed: int = 1,
+    video_dir: str | Path | None = None,
+) -> list[float]:
+    """Play `eval_episodes` whole games in one env, sampling actions from the policy.
+
+    The env is built exactly as in training (a lost life ends the training episode and the env
+    presses FIRE), and each game's score is its real, unclipped score over all lives. `seed`
+    seeds the env and the action sampling, so the same model and seed give the same games. With
+    `video_dir`, every game is written to `video_dir/eval-episode-{i}.mp4`.
+    """
+    import jax
+
+    render = {"render_mode": "rgb_array"} if video_dir is not None else {}
+    envs = make_env(env_id, 1, seed, **render)
+    try:
+        policy = jax.jit(agent.get_action_and_value)
+        return play(
+            policy, params, envs, episode_statistics.zeros(1), eval_episodes, seed, video_dir
+        )
+    finally:
+        envs.close()
+
+
+def play(policy, params, envs, stats, eval_episodes, seed, video_dir) -> list[float]:
+    import jax
+
+    from cleanrl_utils.video import VideoWriter
+
+    key = jax.random.PRNGKey(seed)
+    update_stats = jax.jit(
+        lambda stats, reward, terminated, truncated, acted: stats.update(
+            {"reward": reward, "terminated": terminated}, truncated, acted
+        )
+    )
+    obs, _ = envs.reset()
+    done = np.zeros(1, dtype=bool)
+    episodic_returns = []
+    video = None
+    while len(episodic_returns) < eval_episodes:
+        if video_dir is not None and video is None:
+            video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
+            video.append(envs.render()[0])
+        key, action_key = jax.random.split(key)
+        action = np.asarray(policy(params, obs, action_key)[0])
+        acted = ~done  # EnvPool ignores the action of the step after a done
+        obs, _, terminated, truncated, info = envs.step(action)
+        done = terminated | truncated
+        if video is not None:
+            video.append(envs.render()[0])
+        stats, game_over, returns, lengths = update_stats(
+            stats, info["reward"], info["terminated"], truncated, acted
+        )
+        for i in np.flatnonzero(np.asarray(game_over)):
+            episodic_return, episodic_length = float(returns[i]), int(lengths[i])
+            print(
+                f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}, "
+                f"episodic_length={episodic_length}"
+            )
+            episodic_returns.append(episodic_return)
+            if video is not None:
+                log_video(video.close())
+                video = None
+    return episodic_returns
+
+
+def log_video(path: Path) -> None:
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.log({"eval/video": wandb.Video(str(path), format="mp4")})
+
+
+@dataclass
+class EvalArgs:
+    model_path: str
+    """a `.cleanrl_model` file written by a JAX script's `--save-model`"""
+    eval_episodes: int = 10
+    """the number of games to play"""
+    seed: int = 1
+    """seed of the evaluation environment and of the sampled actions"""
+    capture_video: bool = False
+    """whether to record every game under `--video-dir`"""
+    video_dir: str = "videos/eval"
+    """where the videos go"""
+    cuda: bool = True
+    """use a GPU when a GPU build of jaxlib is installed"""
+
+
+def main(argv=None):
+    import tyro
+
+    args = tyro.cli(EvalArgs, args=argv)
+    if args.eval_episodes <= 0:
+        fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    if not args.cuda:
+        import jax
+
+        jax.config.update("jax_platforms", "cpu")
+    script, train_args, agent, params = load_model(args.model_path)
+    episodic_returns = evaluate(
+        agent,
+        params,
+        script.make_env,
+        script.EpisodeStatistics,
+        env_id=train_args["env_id"],
+        eval_episodes=args.eval_episodes,
+        seed=args.seed,
+        video_dir=args.video_dir if args.capture_video else None,
+    )
+    print(
+        f"{train_args['env_id']}: mean episodic_return={np.mean(episodic_returns):.2f} "
+        f"+- {np.std(episodic_returns):.2f} over {len(episodic_returns)} games"
+    )
+    return episodic_returns
+
+
+if __name__ == "__main__":
+    main()
