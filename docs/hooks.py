@@ -1,0 +1,255 @@
+"""mkdocs hooks: pages generated from the code when the site is built, offline.
+
+- `flags/{script}.md` for every script in `cleanrl/`: its flags, read from the `Args` dataclass
+  of the source file with `ast` (no import, so neither torch nor JAX is needed to build the
+  site). `<!-- flags: PATH -->` in any page is replaced with the flags table of PATH's `Args`.
+- `<!-- differences: collected -->` is replaced with every section of the script pages whose
+  heading speaks of differences from the published reference.
+- Script pages that other people have not written yet (`ppo_*.md`, and their `flags/` and
+  `benchmark/` pages) are dropped from the nav with an info line instead of failing the build.
+
+`python docs/hooks.py cleanrl/ppo_atari_envpool.py` prints the flags page of one script.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS_DIR = REPO_ROOT / "cleanrl"
+FLAGS_MARKER = re.compile(r"<!-- flags: (?P<path>\S+) -->")
+DIFFERENCES_MARKER = "<!-- differences: collected -->"
+OPTIONAL_PAGE = re.compile(r"^(flags/|benchmark/)?ppo_\w+\.md$")
+
+log = logging.getLogger("mkdocs.hooks.cleanrl")
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags from the Args dataclass
+# ---------------------------------------------------------------------------------------------
+
+
+def args_fields(source: str, script_name: str = "") -> list[dict]:
+    """The fields of `class Args` in `source`, in order: name, type, default (source text),
+    docstring, and the group (the last `# comment` line above the field)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    cls = next(
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Args"),
+        None,
+    )
+    if cls is None:
+        return []
+    fields, group = [], "Experiment settings"
+    previous_end = cls.body[0].lineno - 1 if cls.body else cls.lineno
+    body = cls.body
+    for i, node in enumerate(body):
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            continue
+        for line in lines[previous_end : node.lineno - 1]:
+            comment = line.strip()
+            if comment.startswith("#"):
+                group = comment.lstrip("# ").strip()
+        doc = ""
+        nxt = body[i + 1] if i + 1 < len(body) else None
+        if (
+            isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            doc = " ".join(nxt.value.value.split())
+            previous_end = nxt.end_lineno
+        else:
+            previous_end = node.end_lineno
+        fields.append(
+            {
+                "name": node.target.id,
+                "type": ast.unparse(node.annotation),
+                "default": _default_text(node.value, script_name),
+                "doc": doc,
+                "group": group,
+            }
+        )
+    return fields
+
+
+def _default_text(value: ast.expr | None, script_name: str) -> str:
+    if value is None:
+        return "(required)"
+    text = ast.unparse(value)
+    if "__file__" in text:  # exp_name: the script's file name without `.py`
+        return script_name or text
+    if isinstance(value, ast.Call) and ast.unparse(value.func) == "field":
+        for kw in value.keywords:
+            if kw.arg == "default_factory":
+                factory = kw.value
+                return ast.unparse(factory.body if isinstance(factory, ast.Lambda) else factory)
+            if kw.arg == "default":
+                return ast.unparse(kw.value)
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value
+    return text
+
+
+def flags_table(source: str, script_name: str = "") -> str:
+    """Markdown tables of the flags, one per group, as tyro spells them on the command line."""
+    out, group = [], None
+    for f in args_fields(source, script_name):
+        if f["group"] != group:
+            group = f["group"]
+            computed = "runtime" in group.lower()
+            title = group[0].upper() + group[1:]
+            note = " (computed from the others; leave them unset)" if computed else ""
+            out.append(
+                f"\n**{title}**{note}\n\n| flag | type | default | meaning |\n|---|---|---|---|\n"
+            )
+        flag = "--" + f["name"].replace("_", "-")
+        if f["type"] == "bool":
+            flag = f"`{flag}` / `--no-{flag[2:]}`"
+        else:
+            flag = f"`{flag}`"
+        doc = f["doc"].replace("|", "\\|")
+        out.append(f"| {flag} | `{f['type']}` | `{f['default']}` | {doc} |\n")
+    return "".join(out).lstrip("\n")
+
+
+def flags_page(path: Path) -> str:
+    name = path.stem
+    rel = path.relative_to(REPO_ROOT).as_posix()
+    return (
+        f"# `{name}.py` flags\n\n"
+        f"Generated from the docstrings of `Args` in `{rel}` when this site is built; "
+        f"`python {rel} --help` prints the same flags. Booleans take `--flag` / `--no-flag`.\n\n"
+        + flags_table(path.read_text(), name)
+    )
+
+
+def script_paths() -> list[Path]:
+    return sorted(p for p in SCRIPTS_DIR.glob("*.py") if "class Args" in p.read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# Differences from the published reference, collected from the script pages
+# ---------------------------------------------------------------------------------------------
+
+
+def difference_sections(markdown: str) -> list[str]:
+    """The sections of a page whose heading speaks of differences from the published script,
+    each with one heading level more (they sit under the script's own heading)."""
+    lines = markdown.splitlines()
+    sections, current, level = [], None, 0
+    in_code = False
+    for line in lines:
+        if line.startswith("```"):
+            in_code = not in_code
+        heading = None if in_code else re.match(r"^(#{1,6})\s+(.*)$", line)
+        if heading:
+            depth = len(heading[1])
+            if current is not None and depth <= level:
+                sections.append("\n".join(current).strip())
+                current = None
+            text = heading[2]
+            if (
+                current is None
+                and re.search(r"differ", text, re.I)
+                and re.search(r"published|reference", text, re.I)
+            ):
+                current, level = [f"#{heading[1]} {text}"], depth
+                continue
+        if current is not None:
+            current.append(("#" + line) if heading else line)
+    if current is not None:
+        sections.append("\n".join(current).strip())
+    return sections
+
+
+def collected_differences(docs_dir: Path, pages: list[str]) -> str:
+    out = []
+    for page in pages:
+        path = docs_dir / page
+        if not path.exists():
+            continue
+        sections = difference_sections(path.read_text())
+        if not sections:
+            continue
+        out.append(f"## From [`{Path(page).stem}.py`]({page})\n\n" + "\n\n".join(sections) + "\n")
+    if not out:
+        return "_No script page lists differences yet._\n"
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# mkdocs events
+# ---------------------------------------------------------------------------------------------
+
+
+def _nav_pages(nav) -> list[str]:
+    pages = []
+    for item in nav or []:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        if isinstance(value, list):
+            pages += _nav_pages(value)
+        elif isinstance(value, str):
+            pages.append(value)
+    return pages
+
+
+def _filter_nav(nav, exists):
+    out = []
+    for item in nav:
+        title, value = next(iter(item.items())) if isinstance(item, dict) else (None, item)
+        if isinstance(value, list):
+            value = _filter_nav(value, exists)
+            if not value:
+                continue
+        elif isinstance(value, str) and not exists(value):
+            if OPTIONAL_PAGE.match(value):
+                log.info("nav: %s is not written yet; left out of the nav", value)
+                continue
+        out.append({title: value} if title is not None else value)
+    return out
+
+
+def on_config(config):
+    docs_dir = Path(config["docs_dir"])
+    generated = {f"flags/{p.stem}.md" for p in script_paths()}
+    config["nav"] = _filter_nav(
+        config["nav"] or [], lambda page: page in generated or (docs_dir / page).exists()
+    )
+    return config
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for path in script_paths():
+        uri = f"flags/{path.stem}.md"
+        if files.get_file_from_path(uri) is None:
+            files.append(File.generated(config, uri, content=flags_page(path)))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    def flags(match):
+        path = REPO_ROOT / match["path"]
+        if not path.exists():
+            log.warning("%s: no file %s for its flags table", page.file.src_uri, match["path"])
+            return ""
+        return flags_table(path.read_text(), path.stem)
+
+    markdown = FLAGS_MARKER.sub(flags, markdown)
+    if DIFFERENCES_MARKER in markdown:
+        pages = [p for p in _nav_pages(config["nav"]) if re.match(r"^ppo_\w+\.md$", p)]
+        markdown = markdown.replace(
+            DIFFERENCES_MARKER, collected_differences(Path(config["docs_dir"]), pages)
+        )
+    return markdown
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(flags_page(Path(arg).resolve()))

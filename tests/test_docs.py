@@ -1,0 +1,73 @@
+"""The docs site: the generated flags pages say what `--help` says, and `mkdocs build --strict`
+passes (where mkdocs is installed)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "docs"))
+import hooks  # noqa: E402
+
+SCRIPTS = hooks.script_paths()
+
+
+def load_args_class(path):
+    spec = importlib.util.spec_from_file_location(f"_docs_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module.Args
+
+
+@pytest.mark.parametrize(
+    "path", SCRIPTS + [REPO_ROOT / "cleanrl_utils" / "report.py"], ids=lambda p: p.stem
+)
+def test_flags_page_lists_every_field_with_its_default_and_docstring(path):
+    fields = {f["name"]: f for f in hooks.args_fields(path.read_text(), path.stem)}
+    real = dataclasses.fields(load_args_class(path))
+    assert list(fields) == [f.name for f in real]
+    for f in real:
+        text = fields[f.name]["default"]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if f.name == "exp_name":
+            assert text == path.stem == default
+        elif isinstance(default, str):
+            assert text == default
+        else:
+            assert ast.literal_eval(text) == default, f.name
+        assert fields[f.name]["doc"], f"{f.name} has no docstring"
+    table = hooks.flags_table(path.read_text(), path.stem)
+    assert table.count("| `--") == len(real)
+
+
+def test_differences_are_collected_from_the_script_pages():
+    text = hooks.collected_differences(REPO_ROOT / "docs", ["ppo_atari_envpool.md"])
+    assert text.startswith("## From [`ppo_atari_envpool.py`](ppo_atari_envpool.md)")
+    assert "### Deliberate differences from the published CleanRL script" in text
+    assert "Masked out of every loss and statistic" in text
+    sections = hooks.difference_sections("# a\n## Differences from the EnvPool script\nx\n")
+    assert sections == []  # only differences from the published reference
+
+
+@pytest.mark.skipif(shutil.which("mkdocs") is None, reason="mkdocs is not installed")
+def test_site_builds_strict(tmp_path):
+    proc = subprocess.run(
+        ["mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (tmp_path / "site" / "flags" / "ppo_atari_envpool" / "index.html").exists()
