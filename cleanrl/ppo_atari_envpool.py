@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from envpool.registration import registry
 from torch.distributions.categorical import Categorical
 
 from cleanrl_utils.checks import check_env_id, check_ppo_args
@@ -338,7 +339,9 @@ def save_model(path, agent, args):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_ppo_args(args)
-    check_env_id(args.env_id, envpool.list_all_envs(), "EnvPool")
+    # only Atari ids: EnvPool's other games (CartPole, MuJoCo, ...) have no lives or frames
+    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
+    check_env_id(args.env_id, atari_ids, "EnvPool's Atari games")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import tyro
+from envpool.registration import registry
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
@@ -415,7 +416,9 @@ def save_model(path, params, args):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_ppo_args(args)
-    check_env_id(args.env_id, envpool.list_all_envs(), "EnvPool")
+    # only Atari ids: EnvPool's other games (CartPole, MuJoCo, ...) have no lives or frames
+    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
+    check_env_id(args.env_id, atari_ids, "EnvPool's Atari games")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

@@ -243,6 +243,7 @@ def truncated_model(path: Path) -> Path:
 BAD_TRAINING_ARGS = {
     "env-id-v6": (["--env-id", "Breakout-v6"], ["Breakout-v6", "Breakout-v5"]),
     "env-id-typo": (["--env-id", "Breakou-v5"], ["Breakou-v5", "Breakout-v5"]),
+    "not-atari": (["--env-id", "CartPole-v1"], ["CartPole-v1", "Atari"]),
     "minibatches": ([*SMOKE, "--num-minibatches", "3"], ["--num-minibatches", "256"]),
     "below-one-batch": (["--total-timesteps", "100"], ["--total-timesteps", "100"]),
     "num-envs-0": (["--num-envs", "0"], ["--num-envs"]),
