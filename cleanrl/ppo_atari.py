@@ -16,9 +16,10 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.checkpoint import Checkpoints
 from cleanrl_utils.checks import check_env_id, check_ppo_args
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import make_run_name, start_run
+from cleanrl_utils.runs import start_run
 
 gym.register_envs(ale_py)
 
@@ -45,6 +46,10 @@ class Args:
     """whether to save the model into `runs/{run_name}/{exp_name}.cleanrl_model` and evaluate it"""
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
+    checkpoint_every: int = 100
+    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    resume: str | None = None
+    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
 
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
@@ -481,8 +486,9 @@ if __name__ == "__main__":
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = make_run_name(args.env_id, args.exp_name, args.seed)
-    writer = start_run(args, run_name)
+    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
+    run_name = checkpoints.run_name
+    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -511,9 +517,20 @@ if __name__ == "__main__":
     next_obs = torch.from_numpy(next_obs).to(device)
     episode_stats = EpisodeStatistics(args.num_envs)
     avg_returns = deque(maxlen=20)
-    progress = Progress(args.num_iterations * args.batch_size)
+    if state := checkpoints.restore():
+        agent.load_state_dict(state["agent"])
+        optimizer.load_state_dict(state["optimizer"])
+        avg_returns.extend(state["avg_returns"])
+        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
+    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
+        if iteration == checkpoints.fresh_games_at:
+            # the emulators cannot be saved: a resumed run starts new games, with a new seed
+            next_obs, _ = envs.reset(seed=checkpoints.games_seed(iteration))
+            next_obs = torch.from_numpy(next_obs).to(device)
+            episode_stats = EpisodeStatistics(args.num_envs)
+
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -556,13 +573,22 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
         progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
 
+        if checkpoints.due(iteration):
+            state = {
+                "agent": agent.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "avg_returns": list(avg_returns),
+                "elapsed": time.time() - start_time,
+            }
+            checkpoints.save(iteration, global_step, state, writer)
+
     progress.close()
     envs.close()
 
     if args.save_model or args.capture_video:
         from cleanrl_utils.evals import evaluate
 
-        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
         if args.save_model:
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}")

@@ -20,9 +20,10 @@ from envpool.registration import registry
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
+from cleanrl_utils.checkpoint import Checkpoints
 from cleanrl_utils.checks import check_env_id, check_ppo_args
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import atomic_write_bytes, make_run_name, start_run
+from cleanrl_utils.runs import atomic_write_bytes, start_run
 
 
 @dataclass
@@ -47,6 +48,10 @@ class Args:
     """whether to save the model into `runs/{run_name}/{exp_name}.cleanrl_model` and evaluate it"""
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
+    checkpoint_every: int = 100
+    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    resume: str | None = None
+    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -422,8 +427,9 @@ if __name__ == "__main__":
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = make_run_name(args.env_id, args.exp_name, args.seed)
-    writer = start_run(args, run_name)
+    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
+    run_name = checkpoints.run_name
+    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -474,9 +480,30 @@ if __name__ == "__main__":
     jit_update_minibatch = jax.jit(partial(update_minibatch, agent, args))
     avg_returns = deque(maxlen=20)
     avg_lengths = deque(maxlen=20)
-    progress = Progress(args.num_iterations * args.batch_size)
+    if state := checkpoints.restore():
+        agent_state = flax.serialization.from_state_dict(agent_state, state["agent_state"])
+        key, env_state = state["key"], env_state.replace(key=state["rollout_key"])
+        avg_returns.extend(state["avg_returns"])
+        avg_lengths.extend(state["avg_lengths"])
+        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
+    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
+        if iteration == checkpoints.fresh_games_at:
+            # the emulators cannot be saved: a resumed run starts new games, with a new seed
+            envs.close()
+            envs = make_env(args.env_id, args.num_envs, checkpoints.games_seed(iteration))
+            next_obs, _ = envs.reset()
+            handle, _, _, step_env = envs.xla()
+            env_state = EnvState(
+                handle,
+                jnp.asarray(next_obs),
+                jnp.ones(args.num_envs, dtype=bool),
+                EpisodeStatistics.zeros(args.num_envs),
+                env_state.key,
+            )
+            jit_rollout_step = jax.jit(partial(rollout_step, agent, step_env))
+
         iteration_start = time.time()
         env_state, rollout, games = collect_rollout(
             jit_rollout_step, agent_state.params, env_state, args.num_steps
@@ -526,13 +553,24 @@ if __name__ == "__main__":
         )
         progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
 
+        if checkpoints.due(iteration):
+            state = {
+                "agent_state": flax.serialization.to_state_dict(jax.device_get(agent_state)),
+                "key": jax.device_get(key),
+                "rollout_key": jax.device_get(env_state.key),
+                "avg_returns": list(avg_returns),
+                "avg_lengths": list(avg_lengths),
+                "elapsed": time.time() - start_time,
+            }
+            checkpoints.save(iteration, global_step, state, writer)
+
     progress.close()
     envs.close()
 
     if args.save_model or args.capture_video:
         from cleanrl_utils.evals.jax_eval import evaluate
 
-        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
         if args.save_model:
             save_model(model_path, agent_state.params, args)
             print(f"model saved to {model_path}")

@@ -66,7 +66,7 @@ class Args:
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PJRT_NPROC")
 POLL_S = 0.2
-STOP_GRACE_S = 5.0  # after SIGTERM, how long a run may take to exit before it is killed
+STOP_GRACE_S = 30.0  # after SIGTERM, how long a run may take to exit (to write its checkpoint)
 LOG_TAIL_LINES = 20
 INTERRUPTED = 130  # the shell's exit code for a process stopped by Ctrl-C
 
@@ -438,6 +438,8 @@ class TaskState:
     exit_code: int
     seconds: float | None
     log: Path | None
+    restarts: int = 0  # how many times SLURM requeued it (preemption, or our templates' requeue)
+    requeue: bool = False  # whether SLURM will requeue it when preempted
 
 
 def parse_duration(text: str) -> float | None:
@@ -472,6 +474,8 @@ def query_array(job_id: str) -> dict[int, TaskState] | None:
             exit_code=-exit_signal if exit_signal else exit_code,
             seconds=parse_duration(fields.get("RunTime", "")),
             log=Path(fields["StdOut"]) if fields.get("StdOut") else None,
+            restarts=int(fields.get("Restarts", "0") or 0),
+            requeue=fields.get("Requeue") == "1",
         )
     return tasks
 
@@ -480,6 +484,7 @@ def wait_for_array(job_id: str, runs: list[Run], poll_s: float = 1.0) -> int:
     """Follow the array until every task is in a final state, reporting as the local pool does."""
     print(f"======= waiting for job {job_id} ({len(runs)} tasks)", flush=True)
     started: set[int] = set()
+    restarts: dict[int, int] = {}
     results: dict[int, Result] = {}
     failing_since = None
     with StopRequest() as stop:
@@ -497,7 +502,13 @@ def wait_for_array(job_id: str, runs: list[Run], poll_s: float = 1.0) -> int:
                 if task.state == "RUNNING" and index not in started:
                     started.add(index)
                     print(f"[start]  {run.name}  (task {index})", flush=True)
-                if task.state in FINAL_STATES and index not in results:
+                if task.restarts > restarts.setdefault(index, 0):
+                    restarts[index] = task.restarts
+                    print(f"[requeued] {run.name}  (task {index}, restart {task.restarts})")
+                final = task.state in FINAL_STATES
+                if task.state == "PREEMPTED" and task.requeue:
+                    final = False  # it goes back to the queue and resumes from its checkpoint
+                if final and index not in results:
                     results[index] = Result(run, task.exit_code, task.seconds, task.log, task.state)
                     if results[index].ok:
                         took = format_seconds(task.seconds) if task.seconds is not None else "?"

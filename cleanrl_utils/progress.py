@@ -13,7 +13,7 @@ class Progress:
     prints one plain line at most every `every_s` seconds, and always the last one.
     """
 
-    def __init__(self, total_steps: int, every_s: float = 10.0, stream=None):
+    def __init__(self, total_steps: int, every_s: float = 10.0, stream=None, start_step: int = 0):
         self.total_steps = total_steps
         self.every_s = every_s
         self.stream = stream or sys.stderr
@@ -23,7 +23,13 @@ class Progress:
         if self.stream.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total_steps, unit="step", file=self.stream, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total_steps,
+                initial=start_step,
+                unit="step",
+                file=self.stream,
+                dynamic_ncols=True,
+            )
 
     def update(self, global_step: int, sps: float, avg_return: float | None) -> None:
         avg = "n/a" if avg_return is None else f"{avg_return:.2f}"

@@ -90,6 +90,7 @@ class EventData:
     last_step: int = 0
     records: int = 0
     problem: str | None = None  # why reading stopped early, if it did
+    purge_step: int | None = None  # a resumed run's file: earlier files' steps >= this are void
 
 
 def _scalar_value(value) -> float | None:
@@ -121,6 +122,9 @@ def read_event_file(path: str | os.PathLike, tags: tuple[str, ...]) -> EventData
     """
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.proto.event_pb2 import SessionLog
+
+    START = SessionLog.START
 
     data = Path(path).read_bytes()
     out = EventData(scalars={tag: [] for tag in tags})
@@ -163,7 +167,8 @@ def read_event_file(path: str | os.PathLike, tags: tuple[str, ...]) -> EventData
     hits = [m.start() for m in pattern.finditer(data, 0, limit)]
     wanted = sorted(set((np.searchsorted(starts_arr, hits, side="right") - 1).tolist()))
     if count:
-        wanted = sorted(set(wanted) | {count - 1})  # the last record: the last step
+        # the last record: the last step; the first few: a resumed run's purge marker
+        wanted = sorted(set(wanted) | {count - 1} | set(range(min(count, 3))))
     last_step = 0
     for i in wanted:
         if i < 0:
@@ -174,6 +179,9 @@ def read_event_file(path: str | os.PathLike, tags: tuple[str, ...]) -> EventData
             out.problem = f"corrupt record at byte {int(starts_arr[i]) - header} (DecodeError)"
             count = i
             break
+        if event.HasField("session_log") and event.session_log.status == START:
+            out.purge_step = event.step
+            continue
         last_step = max(last_step, event.step)
         for value in event.summary.value:
             if value.tag in out.scalars:
@@ -283,6 +291,7 @@ def load_run(path: Path, running_minutes: float, now: float) -> Run:
     episodes: list[tuple[int, float, float]] = []
     sps: list[tuple[int, float, float]] = []
     spans = []
+    resumed = 0
     for file in files:
         try:
             data = read_event_file(file, (RETURN_TAG, SPS_TAG))
@@ -294,6 +303,11 @@ def load_run(path: Path, running_minutes: float, now: float) -> Run:
             run.problems.append(f"`{file.name}` {data.problem}; {kept}")
         if data.records == 0:
             continue
+        if data.purge_step is not None:  # resumed from a checkpoint: what came after it is void
+            resumed += 1
+            episodes = [e for e in episodes if e[0] < data.purge_step]
+            sps = [e for e in sps if e[0] < data.purge_step]
+            run.last_step = min(run.last_step, data.purge_step - 1)
         episodes += data.scalars[RETURN_TAG]
         sps += data.scalars[SPS_TAG]
         spans.append((data.first_wall, data.last_wall))
@@ -304,7 +318,9 @@ def load_run(path: Path, running_minutes: float, now: float) -> Run:
         run.status = "unreadable"
         run.problems.append("no readable event in its event files")
         return run
-    if len(files) > 1:
+    if resumed:
+        run.problems.append(f"resumed from a checkpoint ({plural(resumed, 'time')})")
+    elif len(files) > 1:
         run.problems.append(f"{len(files)} event files, read together")
     episodes.sort(key=lambda e: (e[0], e[1]))  # by step (several files: by step, then time)
     run.steps = np.array([e[0] for e in episodes], dtype=np.int64)

@@ -123,20 +123,25 @@ def run_dirs(cwd: str | os.PathLike) -> list[Path]:
     return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
 
 
-def event_accumulator(run_dir: str | os.PathLike):
-    """The loaded TensorBoard events of a run folder (which must hold exactly one event file)."""
+def event_accumulator(run_dir: str | os.PathLike, files: int | None = 1):
+    """The loaded TensorBoard events of a run folder, read as TensorBoard reads them (a resumed
+    run's later files purge what the killed run logged after its checkpoint). `files`: how many
+    event files the folder must hold (None: any number)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    files = sorted(Path(run_dir).glob("events.out.tfevents.*"))
-    assert len(files) == 1, f"expected one event file in {run_dir}, found {files}"
-    accumulator = EventAccumulator(str(files[0]), size_guidance={"scalars": 0, "tensors": 0})
+    found = sorted(Path(run_dir).glob("events.out.tfevents.*"))
+    if files is not None:
+        assert len(found) == files, f"expected {files} event file(s) in {run_dir}: {found}"
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
     accumulator.Reload()
     return accumulator
 
 
-def read_scalars(run_dir: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
+def read_scalars(
+    run_dir: str | os.PathLike, files: int | None = 1
+) -> dict[str, list[tuple[int, float]]]:
     """Every scalar of a run: tag -> [(step, value), ...] in logging order."""
-    accumulator = event_accumulator(run_dir)
+    accumulator = event_accumulator(run_dir, files)
     return {
         tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
         for tag in accumulator.Tags()["scalars"]

@@ -184,7 +184,9 @@ class SlurmCluster:
             "CommunicationParameters": "NoCtldInAddrAny,NoInAddrAny",
             "AuthType": "auth/munge",
             "CredType": "cred/munge",
-            "AuthInfo": f"socket={root / 'munge' / 'munge.socket'}",
+            # a requeued job may start again only after the credential lifetime (120 s by
+            # default): 10 s keeps the requeue test short
+            "AuthInfo": f"socket={root / 'munge' / 'munge.socket'},cred_expire=10",
             "SlurmUser": "root",
             "SlurmdUser": "root",
             "StateSaveLocation": root / "state",

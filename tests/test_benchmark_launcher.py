@@ -181,6 +181,17 @@ def process_is_gone(pid: int) -> bool:
         return True
 
 
+def all_gone(pids, timeout: float = 5.0) -> bool:
+    """Whether every pid is gone within `timeout` s: a SIGKILLed group's members die (become
+    zombies) a moment after its leader has been reaped, not at the same instant."""
+    deadline = time.monotonic() + timeout
+    while not all(process_is_gone(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def run_with_a_child(ignore_sigterm: bool = False) -> str:
     """A run that starts a child process of its own, writes both pids to `pids_{seed}`, then
     sleeps; with `ignore_sigterm` both ignore SIGTERM."""
@@ -229,7 +240,7 @@ def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(t
             launcher.send_signal(signal.SIGINT)
             launcher.wait(timeout=benchmark.STOP_GRACE_S + 10)
     assert launcher.returncode == benchmark.INTERRUPTED, output
-    assert all(process_is_gone(pid) for pid in pids), output
+    assert all_gone(pids), output
     assert "interrupted: stopping 2 running runs" in output
     assert "3 runs did not finish:" in output
     for line in ("Pong-v5 seed 1 (stopped)", "Pong-v5 seed 2 (stopped)", "Pong-v5 seed 3 (not started)"):  # fmt: skip
@@ -248,7 +259,7 @@ def test_a_run_that_ignores_sigterm_is_killed_with_its_children(tmp_path, monkey
     finally:
         benchmark.stop_runs([running])
     assert running.process.returncode == -signal.SIGKILL
-    assert all(process_is_gone(pid) for pid in pids)
+    assert all_gone(pids)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import read_scalars
 from slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -142,3 +144,41 @@ def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
         re.findall(r"ArrayTaskId=(\d+) .*?JobState=(\w+)", scontrol_job(cluster, job_id(output)))
     )
     assert states == {"0": "COMPLETED", "1": "FAILED", "2": "COMPLETED"}
+
+
+def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, tmp_path):
+    """SIGUSR1 (what `--signal=USR1@120` sends before the time limit) makes the run write a
+    checkpoint and exit with 75; the template requeues the task, which resumes and finishes."""
+    iterations = 40
+    command = (
+        f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
+        f"--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
+        f"--total-timesteps {iterations * 32} --checkpoint-every 5"
+    )
+    launcher = start_launcher(
+        cluster, tmp_path,
+        "--env-ids", "Breakout-v5", "--num-seeds", "1", "--workers", "1", "--command", command,
+        *TEMPLATE_FLAGS["cpu"],
+    )  # fmt: skip
+    deadline = time.time() + 180
+    while not list(tmp_path.glob("runs/*/checkpoint_0000005.ckpt")):
+        if launcher.poll() is not None or time.time() > deadline:
+            pytest.fail(f"no checkpoint at iteration 5:\n{finish(launcher, cluster, 1)}")
+        time.sleep(0.1)
+    running = subprocess.run(
+        ["squeue", "--noheader", "--states=R", "--format=%i"],
+        env=cluster.env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(running) == 1, running
+    subprocess.run(["scancel", "--signal=USR1", running[0]], env=cluster.env, check=True)
+    output = finish(launcher, cluster, timeout=240)
+    assert launcher.returncode == 0, f"{output}\n{cluster.log_tail()}"
+    assert "[requeued] Breakout-v5 seed 1" in output and "1 of 1 runs succeeded" in output
+    (log,) = (tmp_path / "slurm" / "logs").glob("*.out")
+    text = log.read_text()  # --open-mode=append: both attempts
+    assert "received SIGUSR1" in text and "exiting with code 75" in text, text
+    assert "resuming Breakout-v5__ppo_atari_envpool__1__" in text, text
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    steps = [step for step, _ in read_scalars(run_dir, files=2)["losses/value_loss"]]
+    assert steps == [32 * i for i in range(1, iterations + 1)]
+    assert (run_dir / f"checkpoint_{iterations:07d}.ckpt").exists()

@@ -1,0 +1,300 @@
+"""Checkpoints, resume and preemption (cleanrl_utils/checkpoint.py), with real processes.
+
+The central test runs every script straight to iteration 4 and, from its checkpoint at iteration
+2, resumed to iteration 4; the two must end with the same network weights. The straight run
+starts fresh games at iteration 3 (`CLEANRL_FRESH_GAMES_AT`) just as the resumed run does, since
+emulators cannot be saved; everything else (weights, optimizer, RNGs, step counter, learning-rate
+schedule) must come from the checkpoint for the weights to match.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import (
+    REPO_ROOT,
+    describe,
+    finish_script,
+    read_scalars,
+    run_dirs,
+    run_script,
+    script_env,
+    start_script,
+)
+
+from cleanrl_utils.checkpoint import (
+    CHECKPOINT_EXIT,
+    FRESH_GAMES_ENV,
+    CorruptCheckpoint,
+    games_seed,
+    list_checkpoints,
+    read_checkpoint,
+    write_checkpoint,
+)
+
+SCRIPTS = {
+    "ppo_atari_envpool": "Breakout-v5",
+    "ppo_atari": "BreakoutNoFrameskip-v4",
+    "ppo_atari_lstm": "BreakoutNoFrameskip-v4",
+    "ppo_atari_envpool_xla_jax": "Breakout-v5",
+    "ppo_atari_envpool_xla_jax_scan": "Breakout-v5",
+}
+BATCH = 32  # 2 envs x 16 steps
+TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2"]
+ITERATIONS = 4
+
+
+def script_path(name: str) -> Path:
+    return REPO_ROOT / "cleanrl" / f"{name}.py"
+
+
+def tiny_args(name: str, iterations: int = ITERATIONS, every: int = 2) -> list[str]:
+    return [
+        "--env-id",
+        SCRIPTS[name],
+        *TINY,
+        "--total-timesteps",
+        str(iterations * BATCH),
+        "--checkpoint-every",
+        str(every),
+    ]
+
+
+def weights(payload: dict) -> list[np.ndarray]:
+    """The network weights in a checkpoint, as numpy arrays in a fixed order."""
+    state = payload["state"]
+    tree = state["agent"] if "agent" in state else state["agent_state"]["params"]
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in sorted(node):
+                walk(node[key])
+        else:
+            out.append(np.asarray(node.detach().cpu() if hasattr(node, "detach") else node))
+
+    walk(tree)
+    return out
+
+
+def steps_of(run_dir: Path, tag: str = "losses/value_loss") -> list[int]:
+    return [step for step, _ in read_scalars(run_dir, files=None).get(tag, [])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_resumed_run_ends_with_the_weights_of_a_straight_run(name, tmp_path):
+    straight = run_script(
+        tiny_args(name),
+        tmp_path,
+        script=script_path(name),
+        env=script_env(tmp_path, **{FRESH_GAMES_ENV: "3"}),
+    )
+    assert straight.returncode == 0, describe(straight)
+    (run_dir,) = run_dirs(tmp_path)
+    assert [p.name for p in list_checkpoints(run_dir)] == [
+        "checkpoint_0000004.ckpt",
+        "checkpoint_0000002.ckpt",
+    ]
+    at_2 = read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
+    at_4 = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    assert (at_2["iteration"], at_2["global_step"]) == (2, 2 * BATCH)
+    assert any(not np.array_equal(a, b) for a, b in zip(weights(at_2), weights(at_4)))
+
+    resumed = run_script(
+        ["--resume", str(run_dir / "checkpoint_0000002.ckpt")],
+        tmp_path,
+        script=script_path(name),
+    )
+    assert resumed.returncode == 0, describe(resumed)
+    assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
+    assert run_dirs(tmp_path) == [run_dir]  # the same run folder carries on
+    again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    assert again["global_step"] == ITERATIONS * BATCH
+    for a, b in zip(weights(at_4), weights(again), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # TensorBoard: the resumed run's iterations 3 and 4 replace the straight run's, once each
+    assert steps_of(run_dir) == [BATCH * i for i in range(1, ITERATIONS + 1)]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert len(config["resumes"]) == 1 and "--resume" in config["resumes"][0]["command"]
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
+    name, iterations = "ppo_atari_envpool", 12
+    args = [*tiny_args(name, iterations, every=3), "--track"]
+    proc = start_script(args, tmp_path, script=script_path(name))
+    deadline = time.time() + 300
+    while not list(tmp_path.glob("runs/*/checkpoint_0000006.ckpt")):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no checkpoint at iteration 6 after 300 s"
+        time.sleep(0.02)
+    proc.kill()  # SIGKILL: no handler runs, whatever was not flushed is lost
+    assert finish_script(proc).returncode == -signal.SIGKILL
+    (run_dir,) = run_dirs(tmp_path)
+    killed_at = max(steps_of(run_dir))
+    assert killed_at >= 6 * BATCH
+
+    resumed = run_script([*args, "--resume", "auto"], tmp_path, script=script_path(name))
+    assert resumed.returncode == 0, describe(resumed)
+    assert f"resuming {run_dir.name}" in resumed.stdout
+    assert run_dirs(tmp_path) == [run_dir]
+    assert steps_of(run_dir) == [BATCH * i for i in range(1, iterations + 1)]
+    assert steps_of(run_dir, "charts/SPS")[-1] == iterations * BATCH
+    # games: none after the checkpoint's step survives from the killed run
+    games = steps_of(run_dir, "charts/episodic_return")
+    assert games == sorted(games) and all(step <= iterations * BATCH for step in games)
+    # W&B offline: the resumed process logs to the same run id
+    config = json.loads((run_dir / "config.json").read_text())
+    offline = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2, offline
+    assert all(list(d.glob(f"run-{config['wandb_id']}.wandb")) for d in offline), offline
+
+    again = run_script([*args, "--resume", "auto"], tmp_path, script=script_path(name))
+    assert again.returncode == 0, describe(again)
+    assert "already finished (12 iterations, 384 steps)" in again.stdout
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # nothing started
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, signum",
+    [("ppo_atari_envpool", signal.SIGTERM), ("ppo_atari", signal.SIGUSR1)],
+    ids=["envpool-SIGTERM", "gymnasium-SIGUSR1"],
+)
+def test_stop_signal_writes_a_checkpoint_and_exits_75(name, signum, tmp_path):
+    proc = start_script(tiny_args(name, 1000, every=0), tmp_path, script=script_path(name))
+    deadline = time.time() + 300
+    stderr = proc.output_files[1].fileno()
+    while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no iteration done after 300 s"
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    done = finish_script(proc, timeout=120)
+    assert done.returncode == CHECKPOINT_EXIT, describe(done)
+    assert f"received {signum.name}" in done.stderr
+    (run_dir,) = run_dirs(tmp_path)
+    (checkpoint,) = list_checkpoints(run_dir)
+    payload = read_checkpoint(checkpoint)
+    # the checkpoint is of the last iteration logged: nothing is lost, nothing logged twice
+    assert payload["global_step"] == max(steps_of(run_dir)) == payload["iteration"] * BATCH
+    assert f"--resume runs/{run_dir.name})" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished 4-iteration run of the EnvPool script, checkpoints at iterations 2 and 4."""
+    cwd = tmp_path_factory.mktemp("finished")
+    done = run_script(tiny_args("ppo_atari_envpool"), cwd, script=script_path("ppo_atari_envpool"))
+    assert done.returncode == 0, describe(done)
+    (run_dir,) = run_dirs(cwd)
+    return run_dir
+
+
+def copy_run(run_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "runs" / run_dir.name
+    shutil.copytree(run_dir, target)
+    return target
+
+
+@pytest.mark.slow
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(finished_run, tmp_path):
+    run_dir = copy_run(finished_run, tmp_path)
+    newest = run_dir / "checkpoint_0000004.ckpt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # cut off mid-write by a dying node
+    resumed = run_script(["--resume", str(run_dir)], tmp_path)
+    assert resumed.returncode == 0, describe(resumed)
+    assert f"warning: checkpoint {newest} is corrupt: checksum mismatch" in resumed.stderr
+    assert "iteration 2 of 4" in resumed.stdout
+    assert read_checkpoint(newest)["iteration"] == 4  # rewritten whole
+    assert steps_of(run_dir) == [BATCH * i for i in range(1, ITERATIONS + 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "setup, flags, message",
+    [
+        ("all_corrupt", [], "no readable checkpoint"),
+        ("none", [], "no checkpoint (checkpoint_*.ckpt) in that folder"),
+        (
+            "",
+            ["--num-envs", "4"],
+            "the checkpoint was made with --num-envs 2, this command gives 4",
+        ),
+        ("", ["--script", "ppo_atari"], "was written by ppo_atari_envpool.py, not ppo_atari.py"),
+        ("missing", [], "no such run folder or checkpoint file"),
+    ],
+)
+def test_bad_resume_is_one_clear_error(finished_run, tmp_path, setup, flags, message):
+    run_dir = copy_run(finished_run, tmp_path)
+    if setup == "all_corrupt":
+        for path in list_checkpoints(run_dir):
+            path.write_bytes(b"garbage")
+    elif setup == "none":
+        for path in list_checkpoints(run_dir):
+            path.unlink()
+    elif setup == "missing":
+        run_dir = tmp_path / "runs" / "nothing_here"
+    script = script_path("ppo_atari_envpool")
+    if flags[:1] == ["--script"]:
+        script, flags = script_path(flags[1]), []
+    done = run_script(["--resume", str(run_dir), *flags], tmp_path, script=script)
+    assert done.returncode == 2, describe(done)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], describe(done)
+    assert "Traceback" not in done.stderr
+
+
+def test_checkpoint_files_round_trip_and_detect_damage(tmp_path):
+    path = tmp_path / "checkpoint_0000001.ckpt"
+    payload = {"iteration": 1, "state": {"w": np.arange(5.0)}}
+    write_checkpoint(path, payload)
+    np.testing.assert_array_equal(read_checkpoint(path)["state"]["w"], np.arange(5.0))
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left
+    raw = path.read_bytes()
+    for damaged, why in [
+        (raw[:-1], "checksum mismatch"),
+        (raw[:-3] + b"xyz", "checksum mismatch"),
+        (b"PK\x03\x04" + raw[4:], "wrong header"),
+        (b"", "wrong header"),
+    ]:
+        path.write_bytes(damaged)
+        with pytest.raises(CorruptCheckpoint, match=why):
+            read_checkpoint(path)
+
+
+def test_games_seed_is_the_run_seed_at_the_start_and_new_after_a_resume():
+    assert games_seed(7, 1) == 7
+    later = {games_seed(7, i) for i in range(2, 200)} | {games_seed(8, i) for i in range(2, 200)}
+    assert len(later) == 2 * 198 and all(0 <= s < 2**31 for s in later)
+    assert games_seed(7, 5) == games_seed(7, 5)
+
+
+def test_report_reads_a_resumed_run_once(finished_run, tmp_path):
+    """The report tool's own event reader honours TensorBoard's purge marker."""
+    from cleanrl_utils.report import load_run
+
+    run_dir = copy_run(finished_run, tmp_path)
+    # a second event file as a resumed run writes it: purge from the checkpoint's step on
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run_dir), purge_step=2 * BATCH + 1)
+    for i in (3, 4):
+        writer.add_scalar("charts/SPS", 1000.0 + i, i * BATCH)
+    writer.add_scalar("charts/episodic_return", 99.0, 4 * BATCH)
+    writer.close()
+    run = load_run(run_dir, running_minutes=10, now=time.time())
+    assert run.status == "finished" and run.last_step == ITERATIONS * BATCH
+    assert run.sps == 1004.0
+    assert list(run.returns[run.steps > 2 * BATCH]) == [99.0]
+    assert "resumed from a checkpoint (1 time)" in run.problems
+    tensorboard = read_scalars(run_dir, files=None)["charts/episodic_return"]
+    assert list(run.steps) == [step for step, _ in tensorboard]
