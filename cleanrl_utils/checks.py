@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Iterable
 
@@ -40,10 +41,19 @@ def check_ppo_args(args) -> None:
         )
 
 
+def game_of(env_id: str) -> str:
+    """`Pong-v5`, `PongNoFrameskip-v4`, `ALE/Pong-v5` -> `pong`: the game, whatever the id style."""
+    name = env_id.rpartition("/")[2]
+    return re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name).lower()
+
+
 def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
     known = list(known)
     if env_id in known:
         return
+    # the same game in the other id style first (`Pong-v5` given to a gymnasium script)
+    same_game = [k for k in known if game_of(k) == game_of(env_id)]
     close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    suggestions = list(dict.fromkeys(same_game[:1] + close))[:3]
+    hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
     fail(f"unknown env id {env_id!r} for {library}{hint}")

@@ -158,3 +158,76 @@ def read_texts(run_dir: str | os.PathLike) -> dict[str, str]:
         name = tag.removesuffix("/text_summary")
         texts[name] = accumulator.Tensors(tag)[0].tensor_proto.string_val[0].decode()
     return texts
+
+
+class Run:
+    """A script run started in its own working folder; `proc` waits for it to finish (and, with
+    `check`, asserts that it succeeded)."""
+
+    def __init__(self, cwd: Path, script: str | os.PathLike, args: list[str], check: bool = False):
+        self.cwd, self.args, self.check = cwd, args, check
+        self.popen = start_script(args, cwd, script=script)
+        self._proc = None
+
+    @property
+    def proc(self) -> subprocess.CompletedProcess:
+        if self._proc is None:
+            self._proc = finish_script(self.popen)
+        if self.check:
+            assert self._proc.returncode == 0, describe(self._proc)
+        return self._proc
+
+    def ok(self) -> Run:
+        assert self.proc.returncode == 0, describe(self.proc)
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        self.proc  # noqa: B018  (the run must be over)
+        dirs = run_dirs(self.cwd)
+        assert len(dirs) == 1, f"expected one run folder, found {dirs}"
+        return dirs[0]
+
+    @property
+    def scalars(self) -> dict[str, list[tuple[int, float]]]:
+        return read_scalars(self.run_dir)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+        if self._proc is None:
+            finish_script(self.popen)
+
+
+def module_runs(request, tmp_path_factory, runs: dict, script=PPO_ATARI_ENVPOOL, check=False):
+    """For a module-scoped fixture (`yield from module_runs(...)`): starts, all at once, the runs
+    of `runs` (name -> args, or name -> (script, args)) that the module's selected tests use as
+    fixtures of the same name, so that they overlap with each other and with the quick tests;
+    yields {name: Run}; kills whatever is still running at the end."""
+    wanted = {
+        name
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+        for name in item.fixturenames
+        if name in runs
+    }
+    started = {}
+    for name in sorted(wanted):
+        spec = runs[name]
+        run_script_path, args = spec if isinstance(spec, tuple) else (script, spec)
+        started[name] = Run(tmp_path_factory.mktemp(name), run_script_path, args, check)
+    yield started
+    for run in started.values():
+        run.stop()
+
+
+def assert_usage_error(proc, cwd: Path, expected: list[str]) -> None:
+    """Exit 2 with one `error:` line naming `expected`, before any run folder was made."""
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), describe(proc)
+    for word in expected:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    assert "Traceback" not in proc.stdout + proc.stderr
+    for folder in ("runs", "videos", "wandb"):
+        assert not (cwd / folder).exists(), f"{folder}/ was created before the input was checked"

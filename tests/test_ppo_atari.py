@@ -17,12 +17,18 @@ from atari_testing import (
     BREAKOUT,
     LEFT,
     RIGHT,
-    assert_usage_error,
     decoded_frames,
     one_torch_thread,
-    start_runs,
 )
-from conftest import REPO_ROOT, describe, read_scalars, run_dirs, run_script
+from conftest import (
+    REPO_ROOT,
+    assert_usage_error,
+    describe,
+    module_runs,
+    read_scalars,
+    run_dirs,
+    run_script,
+)
 
 from cleanrl.ppo_atari import (
     Agent,
@@ -64,10 +70,7 @@ LOGGED_EVERY_ITERATION = [
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    started = start_runs(request, tmp_path_factory, SCRIPT, RUNS)
-    yield started
-    for run in started.values():
-        run.stop()
+    yield from module_runs(request, tmp_path_factory, RUNS, script=SCRIPT)
 
 
 @pytest.fixture(scope="module")

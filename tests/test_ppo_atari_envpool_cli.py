@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    Run,
+    assert_usage_error,
     describe,
-    finish_script,
+    module_runs,
     read_scalars,
     read_texts,
-    run_dirs,
     run_script,
-    start_script,
 )
 
 SMOKE = ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"]
@@ -37,28 +37,6 @@ LOGGED_EVERY_ITERATION = [
     "losses/clipfrac",
     "losses/explained_variance",
 ]
-
-
-class Run:
-    """A script run started in its own working folder; `proc` waits for it to finish."""
-
-    def __init__(self, cwd: Path, args: list[str]):
-        self.cwd = cwd
-        self.popen = start_script(args, cwd)
-        self._proc = None
-
-    @property
-    def proc(self):
-        if self._proc is None:
-            self._proc = finish_script(self.popen)
-        return self._proc
-
-    @property
-    def run_dir(self) -> Path:
-        self.proc  # noqa: B018  (the run must be over)
-        dirs = run_dirs(self.cwd)
-        assert len(dirs) == 1, f"expected one run folder, found {dirs}"
-        return dirs[0]
 
 
 def assert_ok(run: Run) -> None:
@@ -92,24 +70,8 @@ TRAINING_RUNS = {
 
 @pytest.fixture(scope="module")
 def training_runs(request, tmp_path_factory):
-    """Starts, all at once, the training runs that the selected tests of this module use, so
-    that they overlap with each other and with the quick tests; each test waits for its own."""
-    wanted = {
-        name
-        for item in request.session.items
-        if getattr(item, "module", None) is request.module
-        for name in item.fixturenames
-        if name in TRAINING_RUNS
-    }
-    runs = {
-        name: Run(tmp_path_factory.mktemp(name), TRAINING_RUNS[name]) for name in sorted(wanted)
-    }
-    yield runs
-    for run in runs.values():  # a test failed before waiting: do not leave a process behind
-        if run.popen.poll() is None:
-            run.popen.kill()
-        if run._proc is None:
-            finish_script(run.popen)
+    """The training runs that the selected tests of this module use, started all at once."""
+    yield from module_runs(request, tmp_path_factory, TRAINING_RUNS)
 
 
 @pytest.fixture(scope="module")
@@ -250,18 +212,6 @@ BAD_TRAINING_ARGS = {
     "negative-timesteps": (["--total-timesteps", "-5"], ["--total-timesteps", "-5"]),
     "update-epochs-0": (["--update-epochs", "0"], ["--update-epochs"]),
 }
-
-
-def assert_usage_error(proc, cwd: Path, expected: list[str]) -> None:
-    assert proc.returncode == 2, describe(proc)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), describe(proc)
-    for word in expected:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert not (cwd / "runs").exists(), "runs/ was created before the input was checked"
-    assert not (cwd / "videos").exists()
-    assert not (cwd / "wandb").exists()
 
 
 @pytest.mark.parametrize("args, expected", BAD_TRAINING_ARGS.values(), ids=list(BAD_TRAINING_ARGS))

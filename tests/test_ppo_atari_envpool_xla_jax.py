@@ -30,12 +30,11 @@ import pytest
 import torch
 from conftest import (
     REPO_ROOT,
+    Run,
+    assert_usage_error,
     describe,
-    finish_script,
-    read_scalars,
-    run_dirs,
+    module_runs,
     run_script,
-    start_script,
 )
 from flax.training.train_state import TrainState
 from test_gae import hand_made_batch, reference_advantages
@@ -570,61 +569,19 @@ PER_GAME = [
     "charts/avg_episodic_length",
 ]
 TRAINING_RUNS = {
-    "xla_smoke": (XLA_JAX, XLA_SMOKE),
-    "xla_smoke_tracked": (XLA_JAX, f"{XLA_SMOKE} --track"),
-    "xla_long": (XLA_JAX, LONG),
-    "scan_smoke": (XLA_JAX_SCAN, SCAN_SMOKE),
-    "scan_long_video": (XLA_JAX_SCAN, f"{LONG} --capture-video --eval-episodes 2"),
+    "xla_smoke": (XLA_JAX, XLA_SMOKE.split()),
+    "xla_smoke_tracked": (XLA_JAX, f"{XLA_SMOKE} --track".split()),
+    "xla_long": (XLA_JAX, LONG.split()),
+    "scan_smoke": (XLA_JAX_SCAN, SCAN_SMOKE.split()),
+    "scan_long_video": (XLA_JAX_SCAN, f"{LONG} --capture-video --eval-episodes 2".split()),
 }
-
-
-class Run:
-    """A script run started in its own working folder; `proc` waits for it to finish."""
-
-    def __init__(self, cwd: Path, script: Path, args: str):
-        self.cwd = cwd
-        self.popen = start_script(args.split(), cwd, script=script)
-        self._proc = None
-
-    @property
-    def proc(self):
-        if self._proc is None:
-            self._proc = finish_script(self.popen)
-        assert self._proc.returncode == 0, describe(self._proc)
-        return self._proc
-
-    @property
-    def run_dir(self) -> Path:
-        self.proc  # noqa: B018  (the run must be over)
-        dirs = run_dirs(self.cwd)
-        assert len(dirs) == 1, f"expected one run folder, found {dirs}"
-        return dirs[0]
-
-    @property
-    def scalars(self):
-        return read_scalars(self.run_dir)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def training_runs(request, tmp_path_factory):
     """Starts, all at once and before the first test of this module, the runs that its selected
     tests use, so that they overlap with each other and with the in-process tests."""
-    wanted = {
-        name
-        for item in request.session.items
-        if getattr(item, "module", None) is request.module
-        for name in item.fixturenames
-        if name in TRAINING_RUNS
-    }
-    runs = {
-        name: Run(tmp_path_factory.mktemp(name), *TRAINING_RUNS[name]) for name in sorted(wanted)
-    }
-    yield runs
-    for run in runs.values():  # a test failed before waiting: do not leave a process behind
-        if run.popen.poll() is None:
-            run.popen.kill()
-        if run._proc is None:
-            finish_script(run.popen)
+    yield from module_runs(request, tmp_path_factory, TRAINING_RUNS, check=True)
 
 
 @pytest.fixture(scope="module")
@@ -786,17 +743,6 @@ BAD_TRAINING_ARGS = {
     ),
     "scan-num-envs-0": (XLA_JAX_SCAN, ["--save-model", "--num-envs", "0"], ["--num-envs"]),
 }
-
-
-def assert_usage_error(proc, cwd: Path, expected: list[str]) -> None:
-    assert proc.returncode == 2, describe(proc)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), describe(proc)
-    for word in expected:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    assert "Traceback" not in proc.stdout + proc.stderr
-    for folder in ("runs", "videos", "wandb"):
-        assert not (cwd / folder).exists(), f"{folder}/ was created before the input was checked"
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,15 @@ import re
 import pytest
 import torch
 import torch.optim as optim
-from atari_testing import BREAKOUT, assert_usage_error, one_torch_thread, start_runs
-from conftest import REPO_ROOT, describe, read_scalars, run_script
+from atari_testing import BREAKOUT, one_torch_thread
+from conftest import (
+    REPO_ROOT,
+    assert_usage_error,
+    describe,
+    module_runs,
+    read_scalars,
+    run_script,
+)
 
 from cleanrl.ppo_atari_lstm import (
     Agent,
@@ -43,10 +50,7 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    started = start_runs(request, tmp_path_factory, SCRIPT, RUNS)
-    yield started
-    for run in started.values():
-        run.stop()
+    yield from module_runs(request, tmp_path_factory, RUNS, script=SCRIPT)
 
 
 @pytest.fixture(scope="module")

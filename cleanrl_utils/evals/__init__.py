@@ -20,9 +20,6 @@ A saved `.cleanrl_model` file names its script, so
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,19 +27,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from cleanrl_utils.checks import fail
-
-
-def load_script(name: str, path: str | None = None):
-    """Import the training script a checkpoint came from (by module name, else by file path)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        if path is None or not Path(path).is_file():
-            raise
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from cleanrl_utils.evals.common import game_over, load_script, parse_eval_args, summary
 
 
 def load_model(model_path: str | Path, device: str | torch.device = "cpu"):
@@ -123,46 +108,12 @@ def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
         if video is not None and not (same_step and done.any()):
             video.append(envs.render()[0])
         for episodic_return, episodic_length in stats.update(info, truncated, acted):
-            print(
-                f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}, "
-                f"episodic_length={episodic_length}"
-            )
-            episodic_returns.append(episodic_return)
-            if video is not None:
-                log_video(video.close())
-                video = None
+            video = game_over(episodic_returns, episodic_return, episodic_length, video)
     return episodic_returns
 
 
-def log_video(path: Path) -> None:
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        wandb.log({"eval/video": wandb.Video(str(path), format="mp4")})
-
-
 def main(argv=None):
-    from dataclasses import dataclass
-
-    import tyro
-
-    @dataclass
-    class EvalArgs:
-        model_path: str
-        """a `.cleanrl_model` file written by a script's `--save-model`"""
-        eval_episodes: int = 10
-        """the number of games to play"""
-        seed: int = 1
-        """seed of the evaluation environment and of the sampled actions"""
-        capture_video: bool = False
-        """whether to record every game under `--video-dir`"""
-        video_dir: str = "videos/eval"
-        """where the videos go"""
-        cuda: bool = True
-        """use a GPU when there is one"""
-
-    args = tyro.cli(EvalArgs, args=argv)
-    if args.eval_episodes <= 0:
-        fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    args = parse_eval_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     script, train_args, agent = load_model(args.model_path, device)
     episodic_returns = evaluate(
@@ -175,8 +126,5 @@ def main(argv=None):
         device=device,
         video_dir=args.video_dir if args.capture_video else None,
     )
-    print(
-        f"{train_args['env_id']}: mean episodic_return={np.mean(episodic_returns):.2f} "
-        f"+- {np.std(episodic_returns):.2f} over {len(episodic_returns)} games"
-    )
+    print(summary(train_args["env_id"], episodic_returns))
     return episodic_returns

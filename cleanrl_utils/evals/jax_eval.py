@@ -23,28 +23,12 @@ else.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
-
-
-def load_script(name: str, path: str | None = None):
-    """Import the training script a checkpoint came from (by module name, else by file path)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        if path is None or not Path(path).is_file():
-            raise
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from cleanrl_utils.evals.common import game_over, load_script, parse_eval_args, summary
 
 
 def load_model(model_path: str | Path):
@@ -130,50 +114,16 @@ def play(policy, params, envs, stats, eval_episodes, seed, video_dir) -> list[fl
         done = terminated | truncated
         if video is not None:
             video.append(envs.render()[0])
-        stats, game_over, returns, lengths = update_stats(
+        stats, ended, returns, lengths = update_stats(
             stats, info["reward"], info["terminated"], truncated, acted
         )
-        for i in np.flatnonzero(np.asarray(game_over)):
-            episodic_return, episodic_length = float(returns[i]), int(lengths[i])
-            print(
-                f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}, "
-                f"episodic_length={episodic_length}"
-            )
-            episodic_returns.append(episodic_return)
-            if video is not None:
-                log_video(video.close())
-                video = None
+        for i in np.flatnonzero(np.asarray(ended)):
+            video = game_over(episodic_returns, float(returns[i]), int(lengths[i]), video)
     return episodic_returns
 
 
-def log_video(path: Path) -> None:
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        wandb.log({"eval/video": wandb.Video(str(path), format="mp4")})
-
-
-@dataclass
-class EvalArgs:
-    model_path: str
-    """a `.cleanrl_model` file written by a JAX script's `--save-model`"""
-    eval_episodes: int = 10
-    """the number of games to play"""
-    seed: int = 1
-    """seed of the evaluation environment and of the sampled actions"""
-    capture_video: bool = False
-    """whether to record every game under `--video-dir`"""
-    video_dir: str = "videos/eval"
-    """where the videos go"""
-    cuda: bool = True
-    """use a GPU when a GPU build of jaxlib is installed"""
-
-
 def main(argv=None):
-    import tyro
-
-    args = tyro.cli(EvalArgs, args=argv)
-    if args.eval_episodes <= 0:
-        fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    args = parse_eval_args(argv)
     if not args.cuda:
         import jax
 
@@ -189,10 +139,7 @@ def main(argv=None):
         seed=args.seed,
         video_dir=args.video_dir if args.capture_video else None,
     )
-    print(
-        f"{train_args['env_id']}: mean episodic_return={np.mean(episodic_returns):.2f} "
-        f"+- {np.std(episodic_returns):.2f} over {len(episodic_returns)} games"
-    )
+    print(summary(train_args["env_id"], episodic_returns))
     return episodic_returns
 
 

@@ -1,0 +1,75 @@
+"""What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: finding
+the script a model came from, the command line, and how a finished game is reported."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cleanrl_utils.checks import fail
+
+
+def load_script(name: str, path: str | None = None):
+    """Import the training script a model came from (by module name, else by file path)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if path is None or not Path(path).is_file():
+            raise
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def game_over(episodic_returns: list[float], episodic_return: float, episodic_length: int, video):
+    """Record a finished game: print it, keep its score, close its video. Returns None (the
+    caller's next video)."""
+    print(
+        f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}, "
+        f"episodic_length={episodic_length}"
+    )
+    episodic_returns.append(episodic_return)
+    if video is not None:
+        path = video.close()
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
+            wandb.log({"eval/video": wandb.Video(str(path), format="mp4")})
+    return None
+
+
+@dataclass
+class EvalArgs:
+    model_path: str
+    """a `.cleanrl_model` file written by a script's `--save-model`"""
+    eval_episodes: int = 10
+    """the number of games to play"""
+    seed: int = 1
+    """seed of the evaluation environment and of the sampled actions"""
+    capture_video: bool = False
+    """whether to record every game under `--video-dir`"""
+    video_dir: str = "videos/eval"
+    """where the videos go"""
+    cuda: bool = True
+    """use a GPU when there is one (for JAX: when a GPU build of jaxlib is installed)"""
+
+
+def parse_eval_args(argv=None) -> EvalArgs:
+    import tyro
+
+    args = tyro.cli(EvalArgs, args=argv)
+    if args.eval_episodes <= 0:
+        fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    return args
+
+
+def summary(env_id: str, episodic_returns: list[float]) -> str:
+    return (
+        f"{env_id}: mean episodic_return={np.mean(episodic_returns):.2f} "
+        f"+- {np.std(episodic_returns):.2f} over {len(episodic_returns)} games"
+    )

@@ -1,0 +1,296 @@
+"""The throughput benchmark (`benchmark/throughput.py`): its arithmetic and command line in
+process, one tiny real run of a script end to end, the bounds at tiny sizes, and a failing
+script."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import io
+import json
+import math
+import sys
+
+import pytest
+from conftest import REPO_ROOT, describe, finish_script, run_script, start_script
+
+from cleanrl_utils.progress import Progress
+
+BENCHMARK = REPO_ROOT / "benchmark" / "throughput.py"
+TINY = "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("_throughput_under_test", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+tp = load_benchmark()
+
+
+def table_row(text: str, first_cell: str) -> list[str]:
+    """The cells of the plain-text table row that starts with `first_cell`."""
+    (line,) = [line for line in text.splitlines() if line.split()[:1] == [first_cell]]
+    return line.split()
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+def test_defaults():
+    args, sizes = tp.parse_args([])
+    assert args.scripts == list(tp.SCRIPTS) and len(args.scripts) == 5
+    assert (args.game, args.iterations, args.burn_in, args.repeats) == ("Breakout", 5, 1, 1)
+    assert args.bounds and args.markdown is None and args.extra_args == ""
+    assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 16)
+
+
+def test_flags():
+    args, sizes = tp.parse_args(
+        [
+            "--scripts",
+            "cleanrl/ppo_atari.py",
+            "ppo_atari_envpool_xla_jax.py",
+            "ppo_atari_lstm",
+            "--game",
+            "Pong",
+            "--iterations",
+            "3",
+            "--burn-in",
+            "2",
+            "--repeats",
+            "4",
+            "--no-bounds",
+            "--extra-args=--num-envs 16 --num_steps=64 --update-epochs 2",
+            "--markdown",
+            "out.md",
+        ]
+    )
+    assert args.scripts == ["ppo_atari", "ppo_atari_envpool_xla_jax", "ppo_atari_lstm"]
+    assert (args.game, args.iterations, args.burn_in, args.repeats) == ("Pong", 3, 2, 4)
+    assert not args.bounds and args.markdown == "out.md"
+    assert dataclasses.astuple(sizes) == (16, 64, 4, 2)
+    assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 8)
+
+
+def test_flag_value_spellings_and_last_one_wins():
+    argv = ["--num-envs", "4", "--seed", "3", "--num_envs=6"]
+    assert tp.flag_value(argv, "num-envs", 8) == 6
+    assert tp.flag_value(argv[:2], "num-envs", 8) == 4
+    assert tp.flag_value(["--num-steps=32"], "num-steps", 128) == 32
+    assert tp.flag_value([], "num-steps", 128) == 128
+
+
+def test_env_ids():
+    ids = {script: tp.env_id_for(script, "Breakout") for script in tp.SCRIPTS}
+    assert ids == {
+        "ppo_atari_envpool": "Breakout-v5",
+        "ppo_atari": "BreakoutNoFrameskip-v4",
+        "ppo_atari_lstm": "BreakoutNoFrameskip-v4",
+        "ppo_atari_envpool_xla_jax": "Breakout-v5",
+        "ppo_atari_envpool_xla_jax_scan": "Breakout-v5",
+    }
+    assert tp.env_id_for("ppo_atari", "Pong") == "PongNoFrameskip-v4"
+    # the bounds step the same env as the scripts, sized as they are
+    _, sizes = tp.parse_args([f"--extra-args={TINY}"])
+    params = tp.bound_params(tp.parse_args(["--scripts", "ppo_atari_lstm"])[0], sizes)
+    assert params == {
+        "gymnasium": {"env_id": "BreakoutNoFrameskip-v4", "num_envs": 2, "steps": 1000},
+        "compute": {"sizes": dataclasses.asdict(sizes), "iterations": 2},
+    }
+
+
+def test_help_documents_every_flag(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exit_info:
+        tp.main(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    for f in dataclasses.fields(tp.Args):
+        assert f"--{f.name.replace('_', '-')}" in text
+    assert "--no-bounds" in text and "--markdown PATH" in text
+    # every field has a docstring, which tyro shows
+    assert "measured training iterations per script" in text
+    assert "the fastest counts" in text
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scripts", "ppo_atari_nope"], "unknown script 'ppo_atari_nope'"),
+        (["--scripts", "ppo_atari", "cleanrl/ppo_atari.py"], "names a script twice"),
+        (["--iterations", "0"], "--iterations must be at least 1"),
+        (["--burn-in", "0"], "--burn-in must be at least 1"),
+        (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--bound-steps", "0"], "--bound-steps must be at least 1"),
+        (["--game", "Breakout-v5"], "--game takes a game's name"),
+        (["--extra-args=--num-envs two"], "takes an integer, got 'two'"),
+        (["--extra-args=--num-envs"], "--num-envs in --extra-args has no value"),
+        (["--extra-args=--num-envs 0"], "--num-envs in --extra-args must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        tp.main(argv)
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no work started
+    (line,) = err.splitlines()
+    assert line.startswith("error: ") and message in line
+
+
+def test_bad_input_from_the_command_line(tmp_path):
+    """Run as a script from another folder (no package import needed), nothing but the line."""
+    proc = run_script(["--iterations", "0"], tmp_path, script=BENCHMARK, timeout=120)
+    assert proc.returncode == 2, describe(proc)
+    assert proc.stderr.splitlines() == ["error: --iterations must be at least 1, got 0"]
+    assert proc.stdout == ""
+
+
+# --- arithmetic -----------------------------------------------------------------------------------
+
+
+def test_median_and_spread():
+    assert tp.median_spread([3.0]) == (3.0, 3.0, 3.0)
+    assert tp.median_spread([5.0, 1.0, 4.0]) == (4.0, 1.0, 5.0)
+    assert tp.median_spread([4.0, 1.0, 2.0, 10.0]) == (3.0, 1.0, 10.0)
+
+
+def test_bounds_arithmetic():
+    # an env at 1,000 steps/s and compute at 1,000 steps/s, done in turn: 500 steps/s
+    assert tp.in_turn(1000.0, 1000.0) == pytest.approx(500.0)
+    assert tp.in_turn(3000.0, 1500.0) == pytest.approx(1000.0)
+    assert tp.in_turn(1000.0, 3000.0) < min(1000.0, 3000.0)
+    assert tp.fraction_of_bound(250.0, 1000.0) == 0.25
+
+
+def test_steady_sps_and_first_iteration():
+    # 1,024 steps per iteration; the first one takes 10 s (compilation), then 2 s each
+    times = [10.0, 12.0, 14.0, 16.0]
+    assert tp.steady_sps(times, 1024, burn_in=1) == pytest.approx(1024 / 2)
+    assert tp.steady_sps(times, 1024, burn_in=2) == pytest.approx(1024 / 2)
+    run = tp.Run("ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1)
+    assert run.iteration_s == pytest.approx(2.0)
+    assert run.first_extra_s == pytest.approx(8.0)
+    assert run.startup_s == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        tp.steady_sps(times, 1024, burn_in=4)
+
+
+def test_outside_sps_reads_the_progress_lines_the_scripts_print():
+    stream = io.StringIO()
+    stream.isatty = lambda: False
+    progress = Progress(4096, stream=stream)
+    progress.update(1024, 100.0, None)
+    progress.update(4096, 100.0, 1.5)
+    steps = [int(tp.PROGRESS_LINE.match(line).group(1)) for line in stream.getvalue().splitlines()]
+    assert steps == [1024, 4096]
+    assert tp.outside_sps([(5.0, 1024), (8.0, 2048), (11.0, 4096)]) == pytest.approx(3072 / 6)
+    assert math.isnan(tp.outside_sps([(5.0, 1024)])) and math.isnan(tp.outside_sps([]))
+
+
+def test_summary_rows_and_fraction_of_bound():
+    def run(script, sps, last_sps):
+        times = [1.0 + i * 1024 / sps for i in range(4)]
+        progress = [(3.0, 1024), (3.0 + 3 * 1024 / sps, 4096)]
+        return tp.Run(script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1)
+
+    runs = {
+        "ppo_atari_envpool": [run("ppo_atari_envpool", s, 400.0) for s in (500, 300, 400)],
+        "ppo_atari": [run("ppo_atari", 200, 150.0)],
+    }
+    bound_runs = {
+        "envpool": [{"sps": 2000.0, "num_envs": 8}] * 3,
+        "gymnasium": [{"sps": 1000.0, "num_envs": 8}] * 3,
+        "compute": [
+            {
+                "sps": 1024 / t,
+                "forward_s": 0.2 * t,
+                "update_s": 0.8 * t,
+                "device": "cpu",
+                "threads": 2,
+            }
+            for t in (0.5, 0.6, 0.4)
+        ],
+    }
+    summary = tp.summarize(runs, bound_runs)
+    assert summary.steady_sps == pytest.approx({"ppo_atari_envpool": 400, "ppo_atari": 200})
+    assert summary.bounds["compute"] == pytest.approx(2048)
+    assert summary.bounds["envpool + compute"] == pytest.approx(1 / (1 / 2000 + 1 / 2048))
+    assert summary.bounds["gymnasium + compute"] == pytest.approx(1 / (1 / 1000 + 1 / 2048))
+    envpool_row, gym_row = summary.script_rows
+    # script, steady SPS, spread, s/iter, 1st iter +, startup, peak MiB, own, outside, ratio, bound
+    assert envpool_row[:3] == ["ppo_atari_envpool", "400", "300-500"]
+    assert envpool_row[3] == f"{1024 / 400:.2f} s" and envpool_row[5] == "5.0 s"
+    assert envpool_row[7:10] == ["400", "400", "1.00"]
+    assert envpool_row[10] == f"{100 * 400 / summary.bounds['envpool + compute']:.0f}%"
+    assert gym_row[2] == "-" and gym_row[9] == "0.75"
+    assert gym_row[10] == f"{100 * 200 / summary.bounds['gymnasium + compute']:.0f}%"
+    labels = [row[0] for row in summary.bound_rows]
+    assert labels[:2] == ["EnvPool alone", "gymnasium + wrappers alone"]
+    assert "0.10 s rollout forward passes + 0.40 s gradient steps" in summary.bound_rows[2][2]
+
+
+# --- real runs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tiny_run_end_to_end(tmp_path):
+    markdown = tmp_path / "OUT.md"
+    argv = ["--scripts", "ppo_atari_envpool", "--iterations", "1", "--burn-in", "1"]
+    argv += [f"--extra-args={TINY}", "--no-bounds", "--markdown", str(markdown)]
+    proc = run_script(argv, tmp_path, script=BENCHMARK, timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    row = table_row(proc.stdout, "ppo_atari_envpool")
+    steady = float(row[1].replace(",", ""))
+    assert steady > 0
+    assert "of bound" in proc.stdout and row[-1] == "-"  # no bounds measured
+    assert "EnvPool alone" not in proc.stdout and "+ bound" not in proc.stdout
+    text = markdown.read_text()
+    machine = next(line for line in text.splitlines() if line.startswith("Machine: "))
+    assert (
+        "CPUs (" in machine and "usable)" in machine and "torch " in machine and "jax " in machine
+    )
+    assert "GPU" in machine  # a GPU's name, or "no GPU"
+    assert "| script | steady SPS |" in text
+    (md_row,) = [line for line in text.splitlines() if line.startswith("| `ppo_atari_envpool`")]
+    assert md_row.split("|")[2].strip() == row[1]
+
+
+@pytest.mark.slow
+def test_bounds_at_tiny_sizes(tmp_path):
+    """Each bound in its own process, all three at once (a second each, after their imports)."""
+    sizes = {"num_envs": 2, "num_steps": 4, "num_minibatches": 2, "update_epochs": 1}
+    measurements = {
+        "envpool": {"env_id": "Breakout-v5", "num_envs": 2, "steps": 20},
+        "gymnasium": {"env_id": "BreakoutNoFrameskip-v4", "num_envs": 2, "steps": 20},
+        "compute": {"sizes": sizes, "iterations": 1},
+    }
+    started = {
+        kind: start_script([tp.BOUND_FLAG, kind, json.dumps(params)], tmp_path, script=BENCHMARK)
+        for kind, params in measurements.items()
+    }
+    results = {}
+    for kind, popen in started.items():
+        proc = finish_script(popen, timeout=300)
+        assert proc.returncode == 0, describe(proc)
+        (line,) = [line for line in proc.stdout.splitlines() if line.startswith("result: ")]
+        results[kind] = json.loads(line.removeprefix("result: "))
+    assert results["envpool"]["sps"] > 0 and results["gymnasium"]["sps"] > 0
+    compute = results["compute"]
+    assert compute["forward_s"] > 0 and compute["update_s"] > 0
+    assert compute["sps"] == pytest.approx(8 / (compute["forward_s"] + compute["update_s"]))
+
+
+@pytest.mark.slow
+def test_failing_script_shows_its_output_and_exits_non_zero(tmp_path):
+    argv = ["--scripts", "ppo_atari_envpool", "--no-bounds", "--extra-args=--learning-rate x"]
+    proc = run_script(argv, tmp_path, script=BENCHMARK, timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    assert proc.stderr.startswith("error: ")
+    assert "failed with exit code 2" in proc.stderr
+    assert "--learning-rate" in proc.stderr  # the script's own complaint, from its log
+    assert "steady SPS" not in proc.stdout
