@@ -10,7 +10,10 @@ the end of every iteration (`global_step / charts/SPS`), so:
 
 - steady SPS: steps per second over the measured iterations, those after the burn-in; with
   `--repeats`, the median over the repeats, and their spread (min-max);
-- s/iter: seconds per measured iteration;
+- s/iter: seconds per measured iteration, and its split into the rollout (env steps and
+  inference), the advantages (GAE) and the update (gradient steps), from the `time/rollout`,
+  `time/advantages` and `time/update` scalars every script logs (the JAX scripts wait for each
+  phase's result before timing it);
 - 1st iter +: the first iteration's time minus one steady iteration: XLA's compilation in the JAX
   scripts, warm-up in the torch ones;
 - startup: the process's wall-clock time minus its training time: imports, env creation and
@@ -85,6 +88,7 @@ SCRIPTS = {
 }
 LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers"}
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound
+PHASES = ("rollout", "advantages", "update")  # each script logs `time/{phase}` every iteration
 PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/progress.py, not on a terminal
 
 
@@ -266,6 +270,11 @@ class Run:
     wall: float
     peak_rss_mib: float
     burn_in: int
+    phases: dict[str, list[float]]  # `time/{phase}` of each iteration: seconds in that phase
+
+    def phase_s(self, phase: str) -> float:
+        """Median seconds per measured iteration spent in `phase` (rollout, advantages, update)."""
+        return statistics.median(self.phases[phase][self.burn_in :])
 
     @property
     def steady_sps(self) -> float:
@@ -288,16 +297,17 @@ class Run:
         return outside_sps(self.progress)
 
 
-def read_sps(run_dir: Path) -> tuple[int, list[float], float]:
+def read_sps(run_dir: Path) -> tuple[int, list[float], float, dict[str, list[float]]]:
     """(batch size, seconds since the start of training at the end of each iteration, the last
-    `charts/SPS`) from a run's TensorBoard log."""
+    `charts/SPS`, each phase's seconds per iteration) from a run's TensorBoard log."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     (events,) = run_dir.glob("events.out.tfevents.*")
     accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
     accumulator.Reload()
     points = accumulator.Scalars("charts/SPS")
-    return points[0].step, [p.step / p.value for p in points], points[-1].value
+    phases = {phase: [p.value for p in accumulator.Scalars(f"time/{phase}")] for phase in PHASES}
+    return points[0].step, [p.step / p.value for p in points], points[-1].value, phases
 
 
 def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, int]], float, float]:
@@ -353,12 +363,12 @@ def run_script(script: str, args: Args, sizes: Sizes) -> Run:
         run_dirs = list((Path(cwd) / "runs").iterdir())
         if len(run_dirs) != 1:
             raise RunFailed(f"{script}: expected one run folder, found {run_dirs}:\n{log[-3000:]}")
-        batch_size, times, last_sps = read_sps(run_dirs[0])
+        batch_size, times, last_sps, phases = read_sps(run_dirs[0])
     if len(times) <= args.burn_in:
         raise RunFailed(
             f"{script} logged {len(times)} iterations, none after a burn-in of {args.burn_in}"
         )
-    run = Run(script, batch_size, times, last_sps, progress, wall, peak, args.burn_in)
+    run = Run(script, batch_size, times, last_sps, progress, wall, peak, args.burn_in, phases)
     print(
         f"  {run.steady_sps:,.1f} steady SPS, {run.wall:.1f} s wall, {run.peak_rss_mib:.0f} MiB",
         flush=True,
@@ -574,6 +584,7 @@ COLUMNS = [
     ("steady SPS", ">"),
     ("spread", ">"),
     ("s/iter", ">"),
+    ("rollout + adv. + update", ">"),
     ("1st iter +", ">"),
     ("startup", ">"),
     ("peak MiB", ">"),
@@ -614,6 +625,7 @@ def summarize(runs: dict[str, list[Run]], bound_runs: dict[str, list[dict]]) -> 
                 fmt_sps(sps),
                 f"{fmt_sps(lo)}-{fmt_sps(hi)}" if len(results) > 1 else "-",
                 f"{med([r.iteration_s for r in results]):.2f} s",
+                " + ".join(f"{med([r.phase_s(p) for r in results]):.2f}" for p in PHASES) + " s",
                 f"{med([r.first_extra_s for r in results]):.1f} s",
                 f"{med([r.startup_s for r in results]):.1f} s",
                 f"{med([r.peak_rss_mib for r in results]):,.0f}",
@@ -670,6 +682,8 @@ def markdown_table(header: list[str], rows: list[list[str]], align: list[str]) -
 
 LEGEND = (
     "steady SPS: steps per second after the burn-in (median; spread: min-max over repeats). "
+    "rollout + adv. + update: the script's own `time/*` scalars, seconds per iteration in each "
+    "phase (median over the measured iterations): env steps and inference, GAE, gradient steps. "
     "1st iter +: the first iteration's time minus a steady one (XLA compilation in the JAX "
     "scripts). startup: wall-clock minus training time (imports, env creation; also the final "
     "checkpoint and exit). own SPS: the script's last charts/SPS (first iteration included). "

@@ -399,6 +399,7 @@ if __name__ == "__main__":
             next_valid = np.ones(args.num_envs, dtype=bool)
             episode_stats = EpisodeStatistics(args.num_envs)
 
+        iteration_start = time.time()
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -408,6 +409,7 @@ if __name__ == "__main__":
         next_obs, next_valid, finished = collect_rollout(
             agent, envs, rollout, next_obs, next_valid, episode_stats
         )
+        rollout_end = time.time()
         for step, episodic_return, episodic_length in finished:
             game_step = global_step + (step + 1) * args.num_envs
             avg_returns.append(episodic_return)
@@ -429,8 +431,11 @@ if __name__ == "__main__":
                 args.gae_lambda,
             )
 
+        advantages_end = time.time()
+
         # Optimizing the policy and value network
         stats = update(agent, optimizer, args, rollout, advantages, returns)
+        update_end = time.time()
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = global_step / (time.time() - start_time)
@@ -440,6 +445,10 @@ if __name__ == "__main__":
         explained_var = explained_variance(rollout.values, returns, rollout.valids)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
+        # where the iteration's time went (benchmark/throughput.py reads these)
+        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
+        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
+        writer.add_scalar("time/update", update_end - advantages_end, global_step)
         progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
 
         if checkpoints.due(iteration):

@@ -531,6 +531,8 @@ if __name__ == "__main__":
 
         iteration_start = time.time()
         env_state, rollout, games = jit_collect_rollout(agent_state.params, env_state)
+        jax.block_until_ready(rollout)  # JAX runs asynchronously: time each phase to its end
+        rollout_end = time.time()
 
         # bootstrap value if not done
         next_value = jit_get_value(agent_state.params, env_state.obs)
@@ -543,9 +545,13 @@ if __name__ == "__main__":
             args.gamma,
             args.gae_lambda,
         )
+        jax.block_until_ready(advantages)
+        advantages_end = time.time()
 
         # Optimizing the policy and value network
         agent_state, stats, key = jit_update(agent_state, rollout, advantages, returns, key)
+        jax.block_until_ready(agent_state)
+        update_end = time.time()
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         game_over, game_returns, game_lengths = jax.device_get(games)
@@ -572,6 +578,10 @@ if __name__ == "__main__":
         writer.add_scalar(
             "charts/SPS_update", args.batch_size / (now - iteration_start), global_step
         )
+        # where the iteration's time went (benchmark/throughput.py reads these)
+        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
+        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
+        writer.add_scalar("time/update", update_end - advantages_end, global_step)
         progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
 
         if checkpoints.due(iteration):

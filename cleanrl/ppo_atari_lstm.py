@@ -593,6 +593,7 @@ if __name__ == "__main__":
             next_lstm_state = agent.initial_state(args.num_envs, device)
             episode_stats = EpisodeStatistics(args.num_envs)
 
+        iteration_start = time.time()
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -603,6 +604,7 @@ if __name__ == "__main__":
         next_obs, next_done, next_lstm_state, finished = collect_rollout(
             agent, envs, rollout, next_obs, next_done, next_lstm_state, episode_stats
         )
+        rollout_end = time.time()
         for step, episodic_return, episodic_length in finished:
             game_step = global_step + (step + 1) * args.num_envs
             avg_returns.append(episodic_return)
@@ -625,8 +627,11 @@ if __name__ == "__main__":
                 args.gae_lambda,
             )
 
+        advantages_end = time.time()
+
         # Optimizing the policy and value network
         stats = update(agent, optimizer, args, rollout, advantages, returns, initial_lstm_state)
+        update_end = time.time()
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = global_step / (time.time() - start_time)
@@ -636,6 +641,10 @@ if __name__ == "__main__":
         explained_var = explained_variance(rollout.values, returns)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
+        # where the iteration's time went (benchmark/throughput.py reads these)
+        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
+        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
+        writer.add_scalar("time/update", update_end - advantages_end, global_step)
         progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
 
         if checkpoints.due(iteration):

@@ -16,6 +16,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PPO_ATARI_ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py"
 
 DEFAULT_TIMEOUT_S = 600
+# the scalars every script logs once per iteration, at the iteration's last step
+LOGGED_EVERY_ITERATION = [
+    "charts/learning_rate",
+    "charts/SPS",
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+    "time/rollout",
+    "time/advantages",
+    "time/update",
+]
 
 
 def script_env(cwd: str | os.PathLike, **extra: str) -> dict[str, str]:

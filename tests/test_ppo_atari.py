@@ -21,6 +21,7 @@ from atari_testing import (
     one_torch_thread,
 )
 from conftest import (
+    LOGGED_EVERY_ITERATION,
     REPO_ROOT,
     assert_usage_error,
     describe,
@@ -55,17 +56,6 @@ RUNS = {
         *["--update-epochs", "1", "--save-model", "--capture-video", "--eval-episodes", "2"],
     ],
 }
-LOGGED_EVERY_ITERATION = [
-    "charts/learning_rate",
-    "charts/SPS",
-    "losses/value_loss",
-    "losses/policy_loss",
-    "losses/entropy",
-    "losses/old_approx_kl",
-    "losses/approx_kl",
-    "losses/clipfrac",
-    "losses/explained_variance",
-]
 
 
 @pytest.fixture(scope="module")

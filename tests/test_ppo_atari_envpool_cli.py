@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    LOGGED_EVERY_ITERATION,
     Run,
     assert_usage_error,
     describe,
@@ -26,17 +27,6 @@ from conftest import (
 SMOKE = ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"]
 RUN_NAME = re.compile(r"Breakout-v5__ppo_atari_envpool__1__\d+")
 MODEL_FILE = "ppo_atari_envpool.cleanrl_model"
-LOGGED_EVERY_ITERATION = [
-    "charts/learning_rate",
-    "charts/SPS",
-    "losses/value_loss",
-    "losses/policy_loss",
-    "losses/entropy",
-    "losses/old_approx_kl",
-    "losses/approx_kl",
-    "losses/clipfrac",
-    "losses/explained_variance",
-]
 
 
 def assert_ok(run: Run) -> None:

@@ -172,7 +172,8 @@ def test_steady_sps_and_first_iteration():
     times = [10.0, 12.0, 14.0, 16.0]
     assert tp.steady_sps(times, 1024, burn_in=1) == pytest.approx(1024 / 2)
     assert tp.steady_sps(times, 1024, burn_in=2) == pytest.approx(1024 / 2)
-    run = tp.Run("ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1)
+    phases = {p: [1.0] * len(times) for p in tp.PHASES}
+    run = tp.Run("ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1, phases)
     assert run.iteration_s == pytest.approx(2.0)
     assert run.first_extra_s == pytest.approx(8.0)
     assert run.startup_s == pytest.approx(4.0)
@@ -196,7 +197,8 @@ def test_summary_rows_and_fraction_of_bound():
     def run(script, sps, last_sps):
         times = [1.0 + i * 1024 / sps for i in range(4)]
         progress = [(3.0, 1024), (3.0 + 3 * 1024 / sps, 4096)]
-        return tp.Run(script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1)
+        phases = {p: [0.5] * len(times) for p in tp.PHASES}
+        return tp.Run(script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1, phases)
 
     runs = {
         "ppo_atari_envpool": [run("ppo_atari_envpool", s, 400.0) for s in (500, 300, 400)],
@@ -222,13 +224,15 @@ def test_summary_rows_and_fraction_of_bound():
     assert summary.bounds["envpool + compute"] == pytest.approx(1 / (1 / 2000 + 1 / 2048))
     assert summary.bounds["gymnasium + compute"] == pytest.approx(1 / (1 / 1000 + 1 / 2048))
     envpool_row, gym_row = summary.script_rows
-    # script, steady SPS, spread, s/iter, 1st iter +, startup, peak MiB, own, outside, ratio, bound
+    # script, steady SPS, spread, s/iter, phases, 1st iter +, startup, peak MiB, own, outside,
+    # ratio, bound
     assert envpool_row[:3] == ["ppo_atari_envpool", "400", "300-500"]
-    assert envpool_row[3] == f"{1024 / 400:.2f} s" and envpool_row[5] == "5.0 s"
-    assert envpool_row[7:10] == ["400", "400", "1.00"]
-    assert envpool_row[10] == f"{100 * 400 / summary.bounds['envpool + compute']:.0f}%"
-    assert gym_row[2] == "-" and gym_row[9] == "0.75"
-    assert gym_row[10] == f"{100 * 200 / summary.bounds['gymnasium + compute']:.0f}%"
+    assert envpool_row[3] == f"{1024 / 400:.2f} s" and envpool_row[6] == "5.0 s"
+    assert envpool_row[4] == "0.50 + 0.50 + 0.50 s"
+    assert envpool_row[8:11] == ["400", "400", "1.00"]
+    assert envpool_row[11] == f"{100 * 400 / summary.bounds['envpool + compute']:.0f}%"
+    assert gym_row[2] == "-" and gym_row[10] == "0.75"
+    assert gym_row[11] == f"{100 * 200 / summary.bounds['gymnasium + compute']:.0f}%"
     labels = [row[0] for row in summary.bound_rows]
     assert labels[:2] == ["EnvPool alone", "gymnasium + wrappers alone"]
     assert "0.10 s rollout forward passes + 0.40 s gradient steps" in summary.bound_rows[2][2]
