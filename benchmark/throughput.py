@@ -48,6 +48,8 @@ every repeat):
     python benchmark/throughput.py                          # all five, 1 + 5 iterations each
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
     python benchmark/throughput.py --game Pong --extra-args="--num-envs 16" --markdown t.md
+    git worktree add /tmp/base HEAD~1       # a change's effect: the old code, pair by pair
+    python benchmark/throughput.py --scripts ppo_atari_envpool --repeats 3 --baseline /tmp/base
 
 Caveats. Run it on an otherwise idle machine: the scripts use every core (torch's and XLA's
 thread pools, EnvPool's threads), and anything else running changes the numbers. Numbers are
@@ -115,6 +117,10 @@ class Args:
     """vector-env steps timed for each env bound (each one steps every env)"""
     bound_iterations: int = 2
     """iterations of the compute bound timed after a warm-up; the fastest counts"""
+    baseline: Annotated[str | None, tyro.conf.arg(metavar="DIR")] = None
+    """another checkout of this repository (`git worktree add /tmp/base HEAD~1`) to compare with:
+    each script also runs from there, right before this checkout's run in every repeat, and the
+    ratio of each pair's steady SPS is reported"""
     markdown: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """also write the results here as markdown tables, headed by a line naming the machine"""
 
@@ -210,6 +216,12 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
             raise UsageError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")
     if sizes.minibatch_size < 1:
         raise UsageError("--num-minibatches in --extra-args is larger than the batch")
+    if args.baseline is not None:
+        missing = [
+            s for s in args.scripts if not (Path(args.baseline) / "cleanrl" / f"{s}.py").is_file()
+        ]
+        if missing:
+            raise UsageError(f"--baseline {args.baseline} has no cleanrl/{missing[0]}.py")
     return args, sizes
 
 
@@ -344,11 +356,11 @@ def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, in
     return text, progress, wall, usage.ru_maxrss / 1024
 
 
-def run_script(script: str, args: Args, sizes: Sizes) -> Run:
+def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Run:
     iterations = args.burn_in + args.iterations
     command = [
         sys.executable,
-        str(REPO_ROOT / "cleanrl" / f"{script}.py"),
+        str(root / "cleanrl" / f"{script}.py"),
         "--env-id",
         env_id_for(script, args.game),
         "--checkpoint-every",
@@ -357,7 +369,7 @@ def run_script(script: str, args: Args, sizes: Sizes) -> Run:
         "--total-timesteps",
         str(iterations * sizes.batch_size),
     ]
-    print(f"+ cleanrl/{script}.py {shlex.join(command[2:])}", flush=True)
+    print(f"+ {command[1]} {shlex.join(command[2:])}", flush=True)
     with tempfile.TemporaryDirectory(prefix="throughput_") as cwd:
         log, progress, wall, peak = run_logged(command, Path(cwd))
         run_dirs = list((Path(cwd) / "runs").iterdir())
@@ -618,7 +630,7 @@ def summarize(runs: dict[str, list[Run]], bound_runs: dict[str, list[dict]]) -> 
         sps, lo, hi = median_spread([r.steady_sps for r in results])
         steady[script] = sps
         own, outside = med([r.last_sps for r in results]), med([r.outside_sps for r in results])
-        bound = bounds.get(f"{SCRIPTS[script]} + compute")
+        bound = bounds.get(f"{SCRIPTS[results[0].script]} + compute")
         script_rows.append(
             [
                 script,
@@ -723,6 +735,17 @@ def markdown_report(args: Args, sizes: Sizes, machine: str, summary: Summary) ->
     return "<!-- written by benchmark/throughput.py -->\n" + "\n\n".join(parts) + "\n"
 
 
+def baseline_ratios(runs: dict[str, list[Run]], scripts: list[str]) -> str:
+    """Steady SPS of this checkout over the baseline's, pair by pair (each pair ran back to back)."""
+    lines = ["steady SPS, this checkout / baseline, per pair (median):"]
+    for script in scripts:
+        pairs = zip(runs[script], runs[f"{script} (baseline)"], strict=True)
+        ratios = [run.steady_sps / base.steady_sps for run, base in pairs]
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        lines.append(f"  {script}: {each} ({statistics.median(ratios):.2f})")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> Summary | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [BOUND_FLAG]:
@@ -736,12 +759,19 @@ def main(argv: list[str] | None = None) -> Summary | None:
     machine = machine_line()
     print(f"{machine}\n{settings_line(args, sizes)}", flush=True)
     params = bound_params(args, sizes) if args.bounds else {}
-    runs: dict[str, list[Run]] = {script: [] for script in args.scripts}
+    runs: dict[str, list[Run]] = {}
+    for script in args.scripts:  # the baseline's row right above its script's
+        if args.baseline:
+            runs[f"{script} (baseline)"] = []
+        runs[script] = []
     bound_runs: dict[str, list[dict]] = {kind: [] for kind in params}
     try:
         for repeat in range(1, args.repeats + 1):
             print(f"repeat {repeat}/{args.repeats}", flush=True)
             for script in args.scripts:
+                if args.baseline:  # each pair back to back: the load they see is alike
+                    baseline = run_script(script, args, sizes, Path(args.baseline))
+                    runs[f"{script} (baseline)"].append(baseline)
                 runs[script].append(run_script(script, args, sizes))
             for kind, kind_params in params.items():
                 bound_runs[kind].append(run_bound(kind, kind_params))
@@ -750,6 +780,8 @@ def main(argv: list[str] | None = None) -> Summary | None:
         raise SystemExit(1) from None
     summary = summarize(runs, bound_runs)
     print(f"\n{report(args, sizes, machine, summary)}")
+    if args.baseline:
+        print(f"\n{baseline_ratios(runs, args.scripts)}")
     if args.markdown:
         Path(args.markdown).write_text(markdown_report(args, sizes, machine, summary))
         print(f"\nwrote {args.markdown}")

@@ -298,3 +298,24 @@ def test_failing_script_shows_its_output_and_exits_non_zero(tmp_path):
     assert "failed with exit code 2" in proc.stderr
     assert "--learning-rate" in proc.stderr  # the script's own complaint, from its log
     assert "steady SPS" not in proc.stdout
+
+
+def test_baseline_must_be_a_checkout_with_the_scripts(tmp_path):
+    with pytest.raises(tp.UsageError, match="has no cleanrl/ppo_atari_envpool.py"):
+        tp.parse_args(["--scripts", "ppo_atari_envpool", "--baseline", str(tmp_path)])
+    args, _ = tp.parse_args(["--scripts", "ppo_atari_envpool", "--baseline", str(tp.REPO_ROOT)])
+    assert args.baseline == str(tp.REPO_ROOT)
+
+
+def test_baseline_ratios_pair_each_run_with_the_baseline_run_before_it():
+    def run(script, sps):
+        times = [1.0 + i * 1024 / sps for i in range(4)]
+        phases = {p: [0.5] * 4 for p in tp.PHASES}
+        return tp.Run(script, 1024, times, sps, [], 10.0, 800.0, 1, phases)
+
+    runs = {
+        "ppo_atari_envpool (baseline)": [run("ppo_atari_envpool", s) for s in (400, 200)],
+        "ppo_atari_envpool": [run("ppo_atari_envpool", s) for s in (600, 260)],
+    }
+    text = tp.baseline_ratios(runs, ["ppo_atari_envpool"])
+    assert text.splitlines()[1] == "  ppo_atari_envpool: 1.50, 1.30 (1.40)"
