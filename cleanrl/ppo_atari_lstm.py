@@ -271,6 +271,13 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def frames(obs):
+    """uint8 observations (as the rollout stores them: a quarter of float32's bytes) as floats in
+    [0, 1], laid out channels-last: the CPU's convolutions (oneDNN) run about 1.5x faster on that
+    layout than on the default one, forward and backward."""
+    return (obs.float() / 255.0).contiguous(memory_format=torch.channels_last)
+
+
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
@@ -304,8 +311,7 @@ class Agent(nn.Module):
         done (T * N,), lstm_state two (1, N, 128) tensors. An env's state is zeroed before each
         step where `done` is 1 (its episode ended before that step). Returns the LSTM outputs
         (T * N, 128) and the state after the last step."""
-        # observations stay uint8 until here: the rollout buffer holds a quarter of float32's bytes
-        hidden = self.network(x.float() / 255.0)
+        hidden = self.network(frames(x))
         num_envs = lstm_state[0].shape[1]
         hidden = hidden.reshape((-1, num_envs, self.lstm.input_size))
         done = done.reshape((-1, num_envs))
