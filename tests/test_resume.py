@@ -218,39 +218,43 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(finished_run, 
     assert steps_of(run_dir) == [BATCH * i for i in range(1, ITERATIONS + 1)]
 
 
+BAD_RESUME = {
+    # case: (flags after `--resume RUN_DIR`, the error line's text)
+    "all_corrupt": ([], "no readable checkpoint"),
+    "no_checkpoint": ([], "no checkpoint (checkpoint_*.ckpt) in that folder"),
+    "contradicting_flag": (
+        ["--num-envs", "4"],
+        "the checkpoint was made with --num-envs 2, this command gives 4",
+    ),
+    "other_script": ([], "was written by ppo_atari_envpool.py, not ppo_atari.py"),
+    "missing": ([], "no such run folder or checkpoint file"),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "setup, flags, message",
-    [
-        ("all_corrupt", [], "no readable checkpoint"),
-        ("none", [], "no checkpoint (checkpoint_*.ckpt) in that folder"),
-        (
-            "",
-            ["--num-envs", "4"],
-            "the checkpoint was made with --num-envs 2, this command gives 4",
-        ),
-        ("", ["--script", "ppo_atari"], "was written by ppo_atari_envpool.py, not ppo_atari.py"),
-        ("missing", [], "no such run folder or checkpoint file"),
-    ],
-)
-def test_bad_resume_is_one_clear_error(finished_run, tmp_path, setup, flags, message):
-    run_dir = copy_run(finished_run, tmp_path)
-    if setup == "all_corrupt":
-        for path in list_checkpoints(run_dir):
-            path.write_bytes(b"garbage")
-    elif setup == "none":
-        for path in list_checkpoints(run_dir):
-            path.unlink()
-    elif setup == "missing":
-        run_dir = tmp_path / "runs" / "nothing_here"
-    script = script_path("ppo_atari_envpool")
-    if flags[:1] == ["--script"]:
-        script, flags = script_path(flags[1]), []
-    done = run_script(["--resume", str(run_dir), *flags], tmp_path, script=script)
-    assert done.returncode == 2, describe(done)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and message in errors[0], describe(done)
-    assert "Traceback" not in done.stderr
+def test_bad_resume_is_one_clear_error(finished_run, tmp_path):
+    started = {}
+    for case, (flags, _) in BAD_RESUME.items():  # all at once: each is mostly imports
+        cwd = tmp_path / case
+        run_dir = copy_run(finished_run, cwd)
+        if case == "all_corrupt":
+            for path in list_checkpoints(run_dir):
+                path.write_bytes(b"garbage")
+        elif case == "no_checkpoint":
+            for path in list_checkpoints(run_dir):
+                path.unlink()
+        elif case == "missing":
+            run_dir = cwd / "runs" / "nothing_here"
+        script = script_path("ppo_atari" if case == "other_script" else "ppo_atari_envpool")
+        args = ["--resume", str(run_dir), *flags]
+        started[case] = start_script(args, cwd, script=script)
+    for case, proc in started.items():
+        done = finish_script(proc)
+        assert done.returncode == 2, f"{case}: {describe(done)}"
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        message = BAD_RESUME[case][1]
+        assert len(errors) == 1 and message in errors[0], f"{case}: {describe(done)}"
+        assert "Traceback" not in done.stderr, case
 
 
 def test_checkpoint_files_round_trip_and_detect_damage(tmp_path):
