@@ -406,6 +406,7 @@ if __name__ == "__main__":
             episode_stats = EpisodeStatistics(args.num_envs)
 
         iteration_start = time.time()
+
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
