@@ -152,7 +152,6 @@ class Checkpoints:
         self.args = args
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
-        self.every = args.checkpoint_every
         self.payload: dict | None = None
         self.stop_signal: int | None = None
         if args.checkpoint_every < 0:
@@ -169,10 +168,6 @@ class Checkpoints:
             self.fresh_games_at = int(os.environ.get(FRESH_GAMES_ENV, "0")) or None
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
-
-    @property
-    def resumed(self) -> bool:
-        return self.payload is not None
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -292,7 +287,7 @@ class Checkpoints:
         return (
             self.stop_signal is not None
             or iteration == self.args.num_iterations
-            or (self.every > 0 and iteration % self.every == 0)
+            or (self.args.checkpoint_every > 0 and iteration % self.args.checkpoint_every == 0)
         )
 
     def save(self, iteration: int, global_step: int, state: dict, writer=None) -> Path:
