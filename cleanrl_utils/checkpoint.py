@@ -53,6 +53,8 @@ FREE_ARGS = {
     "checkpoint_every",
     "resume",
     "cuda",
+    "compile",
+    "cudagraphs",
     "async_envs",
 }
 DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}

@@ -28,6 +28,11 @@ def check_ppo_args(args) -> None:
             fail(f"--{name.replace('_', '-')} must not be negative, got {value}")
     if hasattr(args, "eval_episodes") and args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    if getattr(args, "cudagraphs", False):
+        import torch
+
+        if not (args.cuda and torch.cuda.is_available()):
+            fail("--cudagraphs needs a CUDA GPU (and --cuda); torch sees none here")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         fail(

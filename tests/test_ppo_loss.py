@@ -5,6 +5,7 @@ CleanRL's usual clipped PPO loss."""
 from __future__ import annotations
 
 import copy
+import importlib
 import types
 
 import gymnasium
@@ -298,3 +299,17 @@ def test_explained_variance_uses_only_valid_steps():
     garbage_values[1, 1], garbage_returns[1, 1] = 1e3, -1e3
     result = explained_variance(garbage_values, garbage_returns, valids)
     assert result == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("script", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm"])
+def test_frames_are_the_observations_over_255_in_channels_last_layout(script):
+    frames = importlib.import_module(f"cleanrl.{script}").frames
+    gen = torch.Generator().manual_seed(0)
+    obs = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8, generator=gen)
+    x = frames(obs)
+    assert x.dtype == torch.float32 and x.shape == obs.shape
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(x, obs.float() / 255.0)
+    assert torch.equal(
+        obs, torch.randint(0, 256, obs.shape, dtype=torch.uint8, generator=gen.manual_seed(0))
+    )

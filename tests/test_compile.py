@@ -1,0 +1,127 @@
+"""`--compile` and `--cudagraphs` of the torch scripts. Compiled functions must compute what the
+eager ones compute (the loss, its gradients, GAE), and a compiled run must train and log like an
+eager one, with the same numbers. CUDA graphs need a GPU: without one, `--cudagraphs` is bad input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import (
+    LOGGED_EVERY_ITERATION,
+    REPO_ROOT,
+    Run,
+    assert_usage_error,
+    module_runs,
+    run_script,
+)
+from test_ppo_loss import make_agent, make_args, make_batch
+
+import cleanrl.ppo_atari_envpool as envpool_script
+
+PPO_ATARI = REPO_ROOT / "cleanrl" / "ppo_atari.py"
+# 2 iterations of 4 envs x 16 steps, 2 minibatches of 32: every compiled function runs twice
+SMALL = [
+    *["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2"],
+    *["--update-epochs", "1", "--total-timesteps", "128", "--compile"],
+]
+COMPILED_RUNS = {
+    "envpool_run": SMALL,
+    "eager_envpool_run": [arg for arg in SMALL if arg != "--compile"],
+    "gymnasium_run": (PPO_ATARI, SMALL),
+}
+
+
+@pytest.fixture(scope="module")
+def compiled_runs(request, tmp_path_factory):
+    yield from module_runs(request, tmp_path_factory, COMPILED_RUNS, check=True)
+
+
+@pytest.fixture(scope="module")
+def envpool_run(compiled_runs) -> Run:
+    return compiled_runs["envpool_run"]
+
+
+@pytest.fixture(scope="module")
+def eager_envpool_run(compiled_runs) -> Run:
+    return compiled_runs["eager_envpool_run"]
+
+
+@pytest.fixture(scope="module")
+def gymnasium_run(compiled_runs) -> Run:
+    return compiled_runs["gymnasium_run"]
+
+
+@pytest.fixture
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+    torch._dynamo.reset()
+
+
+def loss_and_gradients(loss_fn, agent, args, batch):
+    agent.zero_grad()
+    loss, stats = loss_fn(agent, args, *batch.values())
+    loss.backward()
+    return loss.detach(), stats, [p.grad.clone() for p in agent.parameters()]
+
+
+@pytest.mark.slow
+def test_compiled_loss_gradients_and_gae_equal_eager(one_torch_thread):
+    agent, args = make_agent(), make_args()
+    batch = make_batch(agent)
+    loss, stats, grads = loss_and_gradients(envpool_script.ppo_loss, agent, args, batch)
+    compiled = torch.compile(envpool_script.ppo_loss, dynamic=False)
+    c_loss, c_stats, c_grads = loss_and_gradients(compiled, agent, args, batch)
+    torch.testing.assert_close(c_loss, loss, rtol=1e-5, atol=1e-6)
+    for name in stats:
+        torch.testing.assert_close(c_stats[name], stats[name], rtol=1e-5, atol=1e-6)
+    for g, c_g in zip(grads, c_grads):
+        torch.testing.assert_close(c_g, g, rtol=1e-4, atol=1e-6)
+
+    gen = torch.Generator().manual_seed(2)
+    num_steps, num_envs = 16, 3
+    rewards = torch.randn(num_steps, num_envs, generator=gen)
+    values = torch.randn(num_steps, num_envs, generator=gen)
+    next_value = torch.randn(num_envs, generator=gen)
+    terminations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
+    truncations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
+    gae_inputs = (rewards, values, next_value, terminations, truncations, 0.99, 0.95)
+    expected = envpool_script.compute_advantages(*gae_inputs)
+    got = torch.compile(envpool_script.compute_advantages, dynamic=False)(*gae_inputs)
+    for x, y in zip(got, expected):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_compiled_runs_train_and_log_every_iteration(envpool_run, gymnasium_run):
+    for run in (envpool_run, gymnasium_run):
+        assert "--compile" in run.args
+        scalars = run.scalars
+        for tag in LOGGED_EVERY_ITERATION:
+            assert [step for step, _ in scalars.get(tag, [])] == [64, 128], (tag, sorted(scalars))
+            if tag != "losses/explained_variance":
+                assert all(math.isfinite(value) for _, value in scalars[tag]), (tag, scalars[tag])
+        # the second iteration trained on what the first one learned: its policy moved
+        assert scalars["losses/approx_kl"][1][1] > 0
+
+
+@pytest.mark.slow
+def test_compiled_run_learns_what_the_eager_run_learns(envpool_run, eager_envpool_run):
+    # the same seed samples the same actions: the same losses, up to float rounding
+    compiled, eager = envpool_run.scalars, eager_envpool_run.scalars
+    for tag in sorted(t for t in LOGGED_EVERY_ITERATION if t.startswith("losses/")):
+        assert [step for step, _ in compiled[tag]] == [step for step, _ in eager[tag]]
+        for (_, x), (_, y) in zip(compiled[tag], eager[tag]):
+            assert x == pytest.approx(y, rel=1e-3, abs=1e-6, nan_ok=True), (tag, x, y)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("script", [REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py", PPO_ATARI])
+def test_cudagraphs_without_a_gpu_is_bad_input(tmp_path, script):
+    proc = run_script(["--cudagraphs"], tmp_path, script=script, timeout=120)
+    assert_usage_error(proc, tmp_path, ["--cudagraphs", "GPU"])
