@@ -1,11 +1,6 @@
 # docs and experiment results: docs/ppo_atari_envpool.md
-import os
-
-# Set before torch loads OpenMP: its idle threads then sleep at once instead of busy-waiting
-# after each forward pass, on the cores EnvPool's threads step the games on.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import io
+import os
 import random
 import time
 from collections import deque

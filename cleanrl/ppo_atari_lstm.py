@@ -1,10 +1,5 @@
 # docs and experiment results: docs/ppo_atari_lstm.md
 import os
-
-# Set before torch loads OpenMP: its idle threads then sleep at once instead of busy-waiting
-# after each forward pass, on the cores the envs step on with `--async-envs`.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import random
 import time
 from collections import deque
