@@ -35,9 +35,9 @@ class Args:
     cuda: bool = True
     """if toggled, cuda will be enabled by default"""
     compile: bool = False
-    """compile the policy, GAE and the PPO loss with `torch.compile` (during the first iteration); pays on a GPU, not on a small CPU (docs/throughput.md)"""
+    """compile the policy, GAE and the PPO loss with `torch.compile` (in the first iteration); meant for GPUs: on a 2-core CPU it was not clearly faster (docs/throughput.md)"""
     cudagraphs: bool = False
-    """also replay the compiled functions as CUDA graphs (torch.compile's `reduce-overhead` mode; implies --compile); needs a GPU"""
+    """also replay the rollout's forward passes as CUDA graphs (torch.compile's `reduce-overhead` mode; implies --compile); needs a GPU"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "cleanRL"
@@ -521,10 +521,15 @@ if __name__ == "__main__":
         # The same functions, compiled for each input shape in the first iteration, under the
         # same names: the code below reads as without. They draw the same random numbers, so a
         # run learns what the eager run learns, up to float rounding.
-        options = dict(mode="reduce-overhead" if args.cudagraphs else "default", dynamic=False)
-        agent.get_action_and_value = torch.compile(agent.get_action_and_value, **options)
-        compute_advantages = torch.compile(compute_advantages, **options)
-        ppo_loss = torch.compile(ppo_loss, **options)
+        agent.get_action_and_value = torch.compile(
+            agent.get_action_and_value,
+            # a CUDA graph replays each of the rollout's tiny forward passes without launching
+            # its kernels one by one; the rollout copies the outputs before the next replay
+            mode="reduce-overhead" if args.cudagraphs else "default",
+            dynamic=False,
+        )
+        compute_advantages = torch.compile(compute_advantages, dynamic=False)
+        ppo_loss = torch.compile(ppo_loss, dynamic=False)
 
     # ALGO Logic: Storage setup
     obs_shape = envs.single_observation_space.shape
