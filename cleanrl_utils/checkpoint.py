@@ -24,7 +24,6 @@ import json
 import os
 import pickle
 import random
-import re
 import signal
 import sys
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.runs import atomic_write_bytes, make_run_name
+from cleanrl_utils.runs import RunName, atomic_write_bytes, find_runs
 
 CHECKPOINT_EXIT = 75
 KEEP = 2
@@ -130,17 +129,6 @@ def set_rng_state(state: dict) -> None:
             torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _run_dirs(runs_dir: Path, env_id: str, exp_name: str, seed: int) -> list[Path]:
-    """Run folders of the same exp, env and seed, newest first (by the start time in the name)."""
-    pattern = re.compile(rf"^{re.escape(f'{env_id}__{exp_name}__{seed}__')}(\d+)$")
-    found = []
-    for path in runs_dir.glob(f"{env_id}__{exp_name}__{seed}__*"):
-        match = pattern.match(path.name)
-        if match and path.is_dir():
-            found.append((int(match[1]), path.name, path))
-    return [path for *_, path in sorted(found, reverse=True)]
-
-
 class Checkpoints:
     """Where a run's checkpoints go, when to write them, and what the run resumes from.
 
@@ -159,7 +147,7 @@ class Checkpoints:
         if args.checkpoint_every < 0:
             fail(f"--checkpoint-every must be 0 (off) or positive, got {args.checkpoint_every}")
         if args.resume is None:
-            self.run_name = make_run_name(args.env_id, args.exp_name, args.seed)
+            self.run_name = str(RunName.new(args.env_id, args.exp_name, args.seed))
         else:
             self._find_resume_point(args.resume)
         self.run_dir = self.runs_dir / self.run_name
@@ -176,7 +164,7 @@ class Checkpoints:
     def _find_resume_point(self, resume: str) -> None:
         args = self.args
         if resume == "auto":
-            candidates = _run_dirs(self.runs_dir, args.env_id, args.exp_name, args.seed)
+            candidates = find_runs(self.runs_dir, args.env_id, args.exp_name, args.seed)
             with_checkpoint = [path for path in candidates if list_checkpoints(path)]
             if not with_checkpoint:
                 print(
@@ -184,7 +172,7 @@ class Checkpoints:
                     f"{args.seed} under {self.runs_dir}/; starting a new run",
                     file=sys.stderr,
                 )
-                self.run_name = make_run_name(args.env_id, args.exp_name, args.seed)
+                self.run_name = str(RunName.new(args.env_id, args.exp_name, args.seed))
                 return
             files = list_checkpoints(with_checkpoint[0])
         else:

@@ -57,7 +57,10 @@ class Progress:
 
 
 def format_seconds(seconds: float) -> str:
-    if seconds != seconds:  # nan: no speed measured yet
+    """`12.3s` under a minute, else `h:mm:ss`; `?` for nan (no speed measured yet)."""
+    if seconds != seconds:
         return "?"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

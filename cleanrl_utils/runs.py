@@ -1,4 +1,4 @@
-"""What every run records about itself: its name, config, code version, and where it logs."""
+"""Run folders on disk: their names, how to find them, and what each records about itself."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,8 +17,51 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_run_name(env_id: str, exp_name: str, seed: int) -> str:
-    return f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<start_time>\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunName:
+    """`{env_id}__{exp_name}__{seed}__{unix_time}`: the name of a run's folder under `runs/`."""
+
+    env_id: str
+    exp_name: str
+    seed: int
+    start_time: int
+
+    def __str__(self) -> str:
+        return f"{self.env_id}__{self.exp_name}__{self.seed}__{self.start_time}"
+
+    @classmethod
+    def new(cls, env_id: str, exp_name: str, seed: int) -> RunName:
+        return cls(env_id, exp_name, seed, int(time.time()))
+
+    @classmethod
+    def parse(cls, name: str) -> RunName | None:
+        """The parts of a run folder's name; None when it is not one."""
+        match = RUN_NAME.match(name)
+        if match is None:
+            return None
+        return cls(match["env_id"], match["exp_name"], int(match["seed"]), int(match["start_time"]))
+
+
+def find_runs(runs_dir: str | os.PathLike, env_id: str, exp_name: str, seed: int) -> list[Path]:
+    """The run folders of one exp, env id and seed under `runs_dir`, newest (start time) first."""
+    found = []
+    for path in Path(runs_dir).glob(f"{env_id}__{exp_name}__{seed}__*"):
+        name = RunName.parse(path.name)
+        if (
+            path.is_dir()
+            and name is not None
+            and (name.env_id, name.exp_name, name.seed)
+            == (
+                env_id,
+                exp_name,
+                seed,
+            )
+        ):
+            found.append((name.start_time, path.name, path))
+    return [path for *_, path in sorted(found, reverse=True)]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
