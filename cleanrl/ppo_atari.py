@@ -1,11 +1,11 @@
 # docs and experiment results: docs/ppo_atari.md
 import os
 import random
+import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import ale_py
 import gymnasium as gym
@@ -16,10 +16,13 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import Checkpoints
-from cleanrl_utils.checks import check_env_id, check_ppo_args
-from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import start_run
+from cleanrl_utils import atari_wrappers
+from cleanrl_utils.atari_wrappers import EpisodeStatistics
+from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args
+from cleanrl_utils.compile import compiled
+from cleanrl_utils.evals import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 gym.register_envs(ale_py)
 
@@ -103,170 +106,31 @@ class Args:
 
 
 def make_env(env_id, num_envs, seed, async_envs=False, video_dir=None, **kwargs):
-    """`num_envs` games with the classic DeepMind preprocessing, in a gymnasium vector env that
-    resets an env in the same step that ends its episode (`AutoresetMode.SAME_STEP`): every step's
-    action reaches the game, and an ended episode's last observation is in `info["final_obs"]`.
-    Env i is seeded with seed + i. With `video_dir`, env 0 records its games. `kwargs` go to
-    `gym.make` (`render_mode`, `max_num_frames_per_episode`: 108,000 frames by default)."""
+    """`num_envs` games, env i seeded with seed + i, each reset in the step that ends its episode
+    (every action reaches the game; the last observation is in `info["final_obs"]`)."""
 
     def thunk(idx):
         record = video_dir is not None and idx == 0
         env = gym.make(env_id, **({"render_mode": "rgb_array"} | kwargs if record else kwargs))
         env = gym.wrappers.RecordEpisodeStatistics(env)  # sees every frame: the real game score
-        env = NoopReset(env, noop_max=30)
+        env = atari_wrappers.NoopReset(env, noop_max=30)
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)
         if record:
-            env = RecordGames(env, video_dir)
-        env = EpisodicLife(env)
+            env = atari_wrappers.RecordGames(env, video_dir)
+        env = atari_wrappers.EpisodicLife(env)
         if "FIRE" in env.unwrapped.get_action_meanings():
-            env = FireReset(env)
+            env = atari_wrappers.FireReset(env)
         env = gym.wrappers.TransformReward(env, np.sign)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
         env = gym.wrappers.GrayscaleObservation(env)
         env = gym.wrappers.FrameStackObservation(env, 4)
         return env
 
+    thunks = [partial(thunk, idx) for idx in range(num_envs)]
     vector_env = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
-    envs = vector_env(
-        [partial(thunk, idx) for idx in range(num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    envs = vector_env(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs.reset(seed=seed)  # seeds the emulators and no-op starts; the caller's reset starts play
     return envs
-
-
-NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set
-
-
-def step_in_reset(env, action):
-    """A step that a wrapper's reset takes. If it ends the game (the time limit can), the game is
-    reset and the returned info keeps that game's statistics (`info["episode"]`)."""
-    obs, _, terminated, truncated, info = env.step(action)
-    if terminated or truncated:
-        obs, reset_info = env.reset()
-        info = {**info, **reset_info}
-    return obs, info
-
-
-class NoopReset(gym.Wrapper):
-    """Start each game with 1 to `noop_max` no-op frames, so that games start in different states."""
-
-    def __init__(self, env, noop_max=30):
-        super().__init__(env)
-        self.noop_max = noop_max
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
-            obs, _, terminated, truncated, info = self.env.step(NOOP)
-            if terminated or truncated:  # a game the agent did not play: nothing to report
-                obs, info = self.env.reset()
-        return obs, info
-
-
-class EpisodicLife(gym.Wrapper):
-    """A lost life ends the training episode (`terminated`) but not the game: the reset that
-    follows goes on with the game (one no-op step); only a game over or a truncation resets it."""
-
-    def __init__(self, env):
-        super().__init__(env)
-        self.lives = 0
-        self.game_over = True
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
-        lives = self.unwrapped.ale.lives()
-        terminated = terminated or 0 < lives < self.lives
-        self.lives = lives
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, *, seed=None, options=None):
-        if self.game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed, options=options)
-        else:
-            obs, info = step_in_reset(self.env, NOOP)
-        self.game_over = False
-        self.lives = self.unwrapped.ale.lives()
-        return obs, info
-
-
-class FireReset(gym.Wrapper):
-    """Press FIRE, then action 2, after every reset, also the one after a lost life: games such as
-    Breakout wait for FIRE, which a new agent would take long to find."""
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        for action in (FIRE, 2):
-            obs, step_info = step_in_reset(self.env, action)
-            info = {**info, **step_info}
-        return obs, info
-
-
-class RecordGames(gym.Wrapper):
-    """Write whole games to `{video_dir}/train-episode-{k}.mp4` (one frame per agent step) for
-    games k = 0, 1, 8, 27, ... up to 729, then every 1000th, as gymnasium's RecordVideo does."""
-
-    def __init__(self, env, video_dir):
-        super().__init__(env)
-        self.video_dir = Path(video_dir)
-        self.games = 0
-        self.video = None
-
-    def reset(self, **kwargs):
-        from cleanrl_utils.video import VideoWriter
-
-        obs, info = self.env.reset(**kwargs)
-        if self.video is not None:  # reset before the game ended: not a whole game
-            self.video.discard()
-            self.video = None
-        k = self.games
-        if (round(k ** (1 / 3)) ** 3 == k) if k < 1000 else (k % 1000 == 0):
-            self.video = VideoWriter(self.video_dir / f"train-episode-{k}.mp4")
-            self.video.append(self.env.render())
-        return obs, info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.video is not None:
-            self.video.append(self.env.render())
-        if terminated or truncated:
-            self.games += 1
-            if self.video is not None:
-                self.video.close()
-                self.video = None
-        return obs, reward, terminated, truncated, info
-
-    def close(self):
-        if self.video is not None:
-            self.video.discard()
-            self.video = None
-        super().close()
-
-
-class EpisodeStatistics:
-    """The real game score and length of each env, counted over all lives.
-
-    RecordEpisodeStatistics, the innermost wrapper, sums the raw reward of every frame and reports
-    a game in `info["episode"]` when it ends (last life lost, or time limit). Same-step autoreset
-    moves that info to `info["final_info"]`; a game that the time limit ends inside the reset
-    after a lost life is reported in the reset's info, at the top level. `update` returns the
-    (return, length) of each game that ended in this step. The length counts the steps whose
-    action reached the game (`acted`, always so with same-step autoreset), as in the EnvPool
-    script; `truncations` is unused, truncated games are in `info` too.
-    """
-
-    def __init__(self, num_envs):
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
-
-    def update(self, info, truncations, acted):
-        self.lengths += acted
-        finished = []
-        for source in (info.get("final_info", {}), info):
-            for i in np.flatnonzero(source.get("_episode", [])):
-                finished.append((float(source["episode"]["r"][i]), int(self.lengths[i])))
-                self.lengths[i] = 0
-        return finished
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -276,11 +140,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def frames(obs):
-    """uint8 observations (as the rollout stores them: a quarter of float32's bytes) as floats in
-    [0, 1], laid out channels-last: the CPU's convolutions (oneDNN) run about 1.5x faster on that
-    layout than on the default one, forward and backward. The uint8 frames are reordered before
-    the conversion (a quarter of the bytes to move) and divided in place: 6 ms instead of 34 ms
-    for a minibatch of 256 on 2 cores, with the same floats."""
+    """uint8 frames as floats in [0, 1], channels-last (oneDNN's convolutions: 1.5x faster)."""
     return obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
 
 
@@ -313,20 +173,13 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
-def compute_advantages(
-    rewards, values, next_value, terminations, truncations, final_values, gamma, gae_lambda
-):
-    """GAE over a rollout of shape (num_steps, num_envs).
-
-    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
-    after step t. A termination has no future, so it does not bootstrap. A truncation does
-    bootstrap, from the value of the episode's last observation (`final_values`): the env has
-    already reset, so the next stored observation is the next episode's first.
-    Either way the advantage does not chain into the next episode.
-    """
+def compute_advantages(rollout, next_value, gamma, gae_lambda):
+    """GAE over the rollout. A termination does not bootstrap; a truncation does, from the
+    episode's last observation (`final_values`: the env has reset already)."""
+    rewards, values, terminations = rollout.rewards, rollout.values, rollout.terminations
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
-    next_values = torch.where(truncations.bool(), final_values, next_values)
-    dones = torch.maximum(terminations, truncations)
+    next_values = torch.where(rollout.truncations.bool(), rollout.final_values, next_values)
+    dones = torch.maximum(terminations, rollout.truncations)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(next_value.reshape(-1))
     for t in reversed(range(rewards.shape[0])):
@@ -352,17 +205,15 @@ class Rollout:
     final_values: torch.Tensor
 
     @classmethod
-    def zeros(cls, num_steps, num_envs, obs_shape, device):
-        def buffer(dtype=torch.float32, shape=()):
-            return torch.zeros((num_steps, num_envs) + shape, dtype=dtype, device=device)
+    def zeros(cls, args, obs_shape, device):
+        shape = (args.num_steps, args.num_envs)
+        obs = torch.zeros(shape + obs_shape, dtype=torch.uint8, device=device)
+        actions = torch.zeros(shape, dtype=torch.long, device=device)
+        return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(6)))
 
-        floats = [buffer() for _ in range(6)]
-        return cls(buffer(torch.uint8, obs_shape), buffer(torch.long), *floats)
 
-
-def collect_rollout(agent, envs, rollout, next_obs, episode_stats):
-    """Play num_steps steps in every env. Returns the observation to continue from, and the games
-    that ended as (step index, return, length)."""
+def collect_rollout(policy, get_value, envs, rollout, next_obs, episode_stats):
+    """Play num_steps steps in every env; returns where to continue and the games that ended."""
     device = rollout.obs.device
     finished = []
     for step in range(rollout.obs.shape[0]):
@@ -370,7 +221,7 @@ def collect_rollout(agent, envs, rollout, next_obs, episode_stats):
 
         # ALGO LOGIC: action logic
         with torch.no_grad():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
+            action, logprob, _, value = policy(next_obs)
         rollout.values[step] = value.flatten()
         rollout.actions[step] = action
         rollout.logprobs[step] = logprob
@@ -384,7 +235,7 @@ def collect_rollout(agent, envs, rollout, next_obs, episode_stats):
         if truncated.any():
             final_obs = torch.from_numpy(np.stack(info["final_obs"][truncated])).to(device)
             with torch.no_grad():
-                final_value = agent.get_value(final_obs).flatten()
+                final_value = get_value(final_obs).flatten()
             rollout.final_values[step, torch.from_numpy(truncated).to(device)] = final_value
         next_obs = torch.from_numpy(next_obs).to(device)
         for episodic_return, episodic_length in episode_stats.update(info, truncated, acted=True):
@@ -424,31 +275,21 @@ def ppo_loss(agent, args, obs, actions, logprobs, advantages, returns, values):
 
     entropy_loss = entropy.mean()
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    return loss, dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    return loss, stats | dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
 
 
-def update(agent, optimizer, args, rollout, advantages, returns):
-    """update_epochs passes over the rollout in shuffled minibatches; returns the last
-    minibatch's statistics, with clipfrac averaged over all minibatches."""
-    b_obs = rollout.obs.reshape((-1,) + rollout.obs.shape[2:])
-    b = [
-        x.reshape(-1)
-        for x in (rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
-    ]
+def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
+    """update_epochs passes over the rollout in shuffled minibatches; returns the last stats."""
+    batch = (rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
+    b = [x.flatten(0, 1) for x in batch]
     b_inds = np.arange(args.batch_size)
     clipfracs = []
     for epoch in range(args.update_epochs):
         np.random.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
             mb_inds = b_inds[start : start + args.minibatch_size]
-            loss, stats = ppo_loss(agent, args, b_obs[mb_inds], *(x[mb_inds] for x in b))
+            loss, stats = ppo_loss(agent, args, *(x[mb_inds] for x in b))
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()
@@ -462,45 +303,15 @@ def update(agent, optimizer, args, rollout, advantages, returns):
     return stats
 
 
-def explained_variance(values, returns):
-    y_pred, y_true = values.cpu().numpy().reshape(-1), returns.cpu().numpy().reshape(-1)
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
-def save_model(path, agent, args):
-    import io
-
-    from cleanrl_utils.runs import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    torch.save(
-        {
-            "script": f"cleanrl.{Path(__file__).stem}",
-            "script_path": str(Path(__file__).resolve()),
-            "args": asdict(args),
-            "model_state_dict": agent.state_dict(),
-        },
-        buffer,
-    )
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_ppo_args(args)
-    atari_ids = [
-        env_id
-        for env_id, spec in gym.registry.items()
-        if spec.entry_point == "ale_py.env:AtariEnv" and spec.kwargs.get("frameskip") == 1
-    ]
-    check_env_id(args.env_id, atari_ids, "gymnasium's Atari games without frame skip")
+    check_gymnasium_atari_id(args.env_id)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
-    run_name = checkpoints.run_name
-    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
+    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -510,62 +321,37 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup
-    video_dir = f"videos/{run_name}" if args.capture_video else None
-    envs = make_env(args.env_id, args.num_envs, args.seed, args.async_envs, video_dir)
+    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+    video_dir = f"videos/{run.name}" if args.capture_video else None
+    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.async_envs, video_dir)
     assert envs.single_action_space.n > 0, "only discrete action spaces are supported"
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    if args.compile or args.cudagraphs:
-        # The same functions, compiled for each input shape in the first iteration, under the
-        # same names: the code below reads as without. They draw the same random numbers, so a
-        # run learns what the eager run learns, up to float rounding.
-        agent.get_action_and_value = torch.compile(
-            agent.get_action_and_value,
-            # a CUDA graph replays each of the rollout's tiny forward passes without launching
-            # its kernels one by one; the rollout copies the outputs before the next replay
-            mode="reduce-overhead" if args.cudagraphs else "default",
-            dynamic=False,
-        )
-        compute_advantages = torch.compile(compute_advantages, dynamic=False)
-        ppo_loss = torch.compile(ppo_loss, dynamic=False)
+    avg_returns = deque(maxlen=20)
+    state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+    run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
+
+    # --compile: the same functions, compiled (they draw the same random numbers)
+    policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
 
     # ALGO Logic: Storage setup
-    obs_shape = envs.single_observation_space.shape
-    rollout = Rollout.zeros(args.num_steps, args.num_envs, obs_shape, device)
+    rollout = Rollout.zeros(args, envs.single_observation_space.shape, device)
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    next_obs, _ = envs.reset()
-    next_obs = torch.from_numpy(next_obs).to(device)
+    global_step, start_time = run.global_step, run.start_time
+    next_obs = torch.from_numpy(envs.reset()[0]).to(device)
     episode_stats = EpisodeStatistics(args.num_envs)
-    avg_returns = deque(maxlen=20)
-    if state := checkpoints.restore():
-        agent.load_state_dict(state["agent"])
-        optimizer.load_state_dict(state["optimizer"])
-        avg_returns.extend(state["avg_returns"])
-        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
-    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
-        if iteration == checkpoints.fresh_games_at:
-            # the emulators cannot be saved: a resumed run starts new games, with a new seed
-            next_obs, _ = envs.reset(seed=checkpoints.games_seed(iteration))
-            next_obs = torch.from_numpy(next_obs).to(device)
-            episode_stats = EpisodeStatistics(args.num_envs)
-
-        iteration_start = time.time()
-
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
+    for iteration in range(run.start_iteration, args.num_iterations + 1):
+        if args.anneal_lr:  # Annealing the rate if instructed to do so.
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-        next_obs, finished = collect_rollout(agent, envs, rollout, next_obs, episode_stats)
-        rollout_end = time.time()
+        next_obs, finished = collect_rollout(
+            policy_fn, agent.get_value, envs, rollout, next_obs, episode_stats
+        )
+        run.lap("rollout")
         for step, episodic_return, episodic_length in finished:
             game_step = global_step + (step + 1) * args.num_envs
             avg_returns.append(episodic_return)
@@ -577,71 +363,24 @@ if __name__ == "__main__":
         # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(-1)
-            advantages, returns = compute_advantages(
-                rollout.rewards,
-                rollout.values,
-                next_value,
-                rollout.terminations,
-                rollout.truncations,
-                rollout.final_values,
-                args.gamma,
-                args.gae_lambda,
-            )
-
-        advantages_end = time.time()
+            advantages, returns = advantages_fn(rollout, next_value, args.gamma, args.gae_lambda)
+        run.lap("advantages")
 
         # Optimizing the policy and value network
-        stats = update(agent, optimizer, args, rollout, advantages, returns)
-        update_end = time.time()
+        stats = update(loss_fn, agent, optimizer, args, rollout, advantages, returns)
+        run.lap("update")
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = global_step / (time.time() - start_time)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         for name, value in stats.items():
             writer.add_scalar(f"losses/{name}", value.item(), global_step)
         explained_var = explained_variance(rollout.values, returns)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        # where the iteration's time went (benchmark/throughput.py reads these)
-        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
-        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
-        writer.add_scalar("time/update", update_end - advantages_end, global_step)
-        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+        run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
+        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+            break
 
-        if checkpoints.due(iteration):
-            state = {
-                "agent": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "avg_returns": list(avg_returns),
-                "elapsed": time.time() - start_time,
-            }
-            checkpoints.save(iteration, global_step, state, writer)
-
-    progress.close()
     envs.close()
-
-    if args.save_model or args.capture_video:
-        from cleanrl_utils.evals import evaluate
-
-        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
-        if args.save_model:
-            save_model(model_path, agent, args)
-            print(f"model saved to {model_path}")
-        episodic_returns = evaluate(
-            agent,
-            make_env,
-            EpisodeStatistics,
-            env_id=args.env_id,
-            eval_episodes=args.eval_episodes,
-            seed=args.seed + 1,
-            device=device,
-            video_dir=video_dir,
-        )
-        for idx, episodic_return in enumerate(episodic_returns):
-            writer.add_scalar("eval/episodic_return", episodic_return, idx)
-
-    writer.close()
-    if args.track:
-        import wandb
-
-        wandb.finish()
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
+    sys.exit(run.finish())

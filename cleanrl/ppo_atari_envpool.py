@@ -1,11 +1,10 @@
 # docs and experiment results: docs/ppo_atari_envpool.md
-import io
 import os
 import random
+import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import envpool
 import gymnasium as gym
@@ -14,13 +13,13 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from envpool.registration import registry
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import Checkpoints
-from cleanrl_utils.checks import check_env_id, check_ppo_args
-from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import atomic_write_bytes, start_run
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.compile import compiled
+from cleanrl_utils.evals import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 
 @dataclass
@@ -103,24 +102,14 @@ def make_env(env_id, num_envs, seed, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
     # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
     # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    return envpool.make(
-        env_id,
-        env_type="gym",
-        num_envs=num_envs,
-        episodic_life=True,
-        reward_clip=True,
-        seed=seed,
-        **kwargs,
+    return envpool.make_gym(
+        env_id, num_envs=num_envs, seed=seed, episodic_life=True, reward_clip=True, **kwargs
     )
 
 
 class EpisodeStatistics:
-    """The real game score and length of each env, counted over all lives.
-
-    A game ends when the last life is lost (`info["terminated"]`) or at the time limit
-    (`truncated`); `update` returns the (return, length) of each game that ended in this step.
-    Steps whose action EnvPool ignored (the reset step after a done) do not count in the length.
-    """
+    """Each env's real game score and length over all lives; `update` returns (return, length) of
+    the games over (last life lost, or time limit). Steps EnvPool ignored do not count."""
 
     def __init__(self, num_envs):
         self.returns = np.zeros(num_envs, dtype=np.float64)
@@ -143,11 +132,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def frames(obs):
-    """uint8 observations (as the rollout stores them: a quarter of float32's bytes) as floats in
-    [0, 1], laid out channels-last: the CPU's convolutions (oneDNN) run about 1.5x faster on that
-    layout than on the default one, forward and backward. The uint8 frames are reordered before
-    the conversion (a quarter of the bytes to move) and divided in place: 6 ms instead of 34 ms
-    for a minibatch of 256 on 2 cores, with the same floats."""
+    """uint8 frames as floats in [0, 1], channels-last (oneDNN's convolutions: 1.5x faster)."""
     return obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
 
 
@@ -180,17 +165,12 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
-def compute_advantages(rewards, values, next_value, terminations, truncations, gamma, gae_lambda):
-    """GAE over a rollout of shape (num_steps, num_envs).
-
-    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
-    after step t. A termination has no future, so it does not bootstrap. A truncation does
-    bootstrap, from the value of the last real observation, which the rollout stored as the
-    next step's observation (that step's action is ignored by EnvPool and masked out of the loss).
-    Either way the advantage does not chain into the next episode.
-    """
+def compute_advantages(rollout, next_value, gamma, gae_lambda):
+    """GAE over the rollout. A termination does not bootstrap; a truncation does, from the last
+    real observation, stored as the next step's (whose action EnvPool ignores)."""
+    rewards, values, terminations = rollout.rewards, rollout.values, rollout.terminations
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
-    dones = torch.maximum(terminations, truncations)
+    dones = torch.maximum(terminations, rollout.truncations)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(next_value.reshape(-1))
     for t in reversed(range(rewards.shape[0])):
@@ -220,17 +200,15 @@ class Rollout:
     valids: torch.Tensor
 
     @classmethod
-    def zeros(cls, num_steps, num_envs, obs_shape, device):
-        def buffer(dtype=torch.float32, shape=()):
-            return torch.zeros((num_steps, num_envs) + shape, dtype=dtype, device=device)
+    def zeros(cls, args, obs_shape, device):
+        shape = (args.num_steps, args.num_envs)
+        obs = torch.zeros(shape + obs_shape, dtype=torch.uint8, device=device)
+        actions = torch.zeros(shape, dtype=torch.long, device=device)
+        return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(6)))
 
-        floats = [buffer() for _ in range(6)]
-        return cls(buffer(torch.uint8, obs_shape), buffer(torch.long), *floats)
 
-
-def collect_rollout(agent, envs, rollout, next_obs, next_valid, episode_stats):
-    """Play num_steps steps in every env. Returns the observation and validity to continue from,
-    and the games that ended as (step index, return, length)."""
+def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
+    """Play num_steps steps in every env; returns where to continue and the games that ended."""
     device = rollout.obs.device
     finished = []
     for step in range(rollout.obs.shape[0]):
@@ -239,7 +217,7 @@ def collect_rollout(agent, envs, rollout, next_obs, next_valid, episode_stats):
 
         # ALGO LOGIC: action logic
         with torch.no_grad():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
+            action, logprob, _, value = policy(next_obs)
         rollout.values[step] = value.flatten()
         rollout.actions[step] = action
         rollout.logprobs[step] = logprob
@@ -291,34 +269,21 @@ def ppo_loss(agent, args, obs, actions, logprobs, advantages, returns, values, v
 
     entropy_loss = masked_mean(entropy, valids)
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    return loss, dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    return loss, stats | dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
 
 
-def update(agent, optimizer, args, rollout, advantages, returns):
-    """update_epochs passes over the rollout in shuffled minibatches; returns the last
-    minibatch's statistics, with clipfrac averaged over all minibatches."""
-    b_obs = rollout.obs.reshape((-1,) + rollout.obs.shape[2:])
-    b = [
-        x.reshape(-1)
-        for x in (rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
-    ]
-    b_valids = rollout.valids.reshape(-1)
+def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
+    """update_epochs passes over the rollout in shuffled minibatches; returns the last stats."""
+    batch = (rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
+    b = [x.flatten(0, 1) for x in (*batch, rollout.valids)]
     b_inds = np.arange(args.batch_size)
     clipfracs = []
     for epoch in range(args.update_epochs):
         np.random.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
             mb_inds = b_inds[start : start + args.minibatch_size]
-            loss, stats = ppo_loss(
-                agent, args, b_obs[mb_inds], *(x[mb_inds] for x in b), b_valids[mb_inds]
-            )
+            loss, stats = ppo_loss(agent, args, *(x[mb_inds] for x in b))
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()
@@ -332,39 +297,15 @@ def update(agent, optimizer, args, rollout, advantages, returns):
     return stats
 
 
-def explained_variance(values, returns, valids):
-    mask = valids.bool()
-    y_pred, y_true = values[mask].cpu().numpy(), returns[mask].cpu().numpy()
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
-def save_model(path, agent, args):
-    buffer = io.BytesIO()
-    torch.save(
-        {
-            "script": f"cleanrl.{Path(__file__).stem}",
-            "script_path": str(Path(__file__).resolve()),
-            "args": asdict(args),
-            "model_state_dict": agent.state_dict(),
-        },
-        buffer,
-    )
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_ppo_args(args)
-    # only Atari ids: EnvPool's other games (CartPole, MuJoCo, ...) have no lives or frames
-    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
-    check_env_id(args.env_id, atari_ids, "EnvPool's Atari games")
+    check_envpool_atari_id(args.env_id)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
-    run_name = checkpoints.run_name
-    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
+    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -374,68 +315,37 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup
-    envs = make_env(args.env_id, args.num_envs, args.seed)
-    assert isinstance(envs.single_action_space, gym.spaces.Discrete), (
-        "only discrete action space is supported"
-    )
+    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+    envs = make_env(args.env_id, args.num_envs, run.games_seed)
+    assert isinstance(envs.single_action_space, gym.spaces.Discrete), "discrete actions only"
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    if args.compile or args.cudagraphs:
-        # The same functions, compiled for each input shape in the first iteration, under the
-        # same names: the code below reads as without. They draw the same random numbers, so a
-        # run learns what the eager run learns, up to float rounding.
-        agent.get_action_and_value = torch.compile(
-            agent.get_action_and_value,
-            # a CUDA graph replays each of the rollout's tiny forward passes without launching
-            # its kernels one by one; the rollout copies the outputs before the next replay
-            mode="reduce-overhead" if args.cudagraphs else "default",
-            dynamic=False,
-        )
-        compute_advantages = torch.compile(compute_advantages, dynamic=False)
-        ppo_loss = torch.compile(ppo_loss, dynamic=False)
+    avg_returns = deque(maxlen=20)
+    state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+    run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
+
+    # --compile: the same functions, compiled (they draw the same random numbers)
+    policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
 
     # ALGO Logic: Storage setup
-    obs_shape = envs.single_observation_space.shape
-    rollout = Rollout.zeros(args.num_steps, args.num_envs, obs_shape, device)
+    rollout = Rollout.zeros(args, envs.single_observation_space.shape, device)
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    next_obs, _ = envs.reset()
-    next_obs = torch.from_numpy(next_obs).to(device)
+    global_step, start_time = run.global_step, run.start_time
+    next_obs = torch.from_numpy(envs.reset()[0]).to(device)
     next_valid = np.ones(args.num_envs, dtype=bool)
     episode_stats = EpisodeStatistics(args.num_envs)
-    avg_returns = deque(maxlen=20)
-    if state := checkpoints.restore():
-        agent.load_state_dict(state["agent"])
-        optimizer.load_state_dict(state["optimizer"])
-        avg_returns.extend(state["avg_returns"])
-        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
-    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
-        if iteration == checkpoints.fresh_games_at:
-            # the emulators cannot be saved: a resumed run starts new games, with a new seed
-            envs.close()
-            envs = make_env(args.env_id, args.num_envs, checkpoints.games_seed(iteration))
-            next_obs = torch.from_numpy(envs.reset()[0]).to(device)
-            next_valid = np.ones(args.num_envs, dtype=bool)
-            episode_stats = EpisodeStatistics(args.num_envs)
-
-        iteration_start = time.time()
-
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
+    for iteration in range(run.start_iteration, args.num_iterations + 1):
+        if args.anneal_lr:  # Annealing the rate if instructed to do so.
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
         next_obs, next_valid, finished = collect_rollout(
-            agent, envs, rollout, next_obs, next_valid, episode_stats
+            policy_fn, envs, rollout, next_obs, next_valid, episode_stats
         )
-        rollout_end = time.time()
+        run.lap("rollout")
         for step, episodic_return, episodic_length in finished:
             game_step = global_step + (step + 1) * args.num_envs
             avg_returns.append(episodic_return)
@@ -447,70 +357,24 @@ if __name__ == "__main__":
         # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(-1)
-            advantages, returns = compute_advantages(
-                rollout.rewards,
-                rollout.values,
-                next_value,
-                rollout.terminations,
-                rollout.truncations,
-                args.gamma,
-                args.gae_lambda,
-            )
-
-        advantages_end = time.time()
+            advantages, returns = advantages_fn(rollout, next_value, args.gamma, args.gae_lambda)
+        run.lap("advantages")
 
         # Optimizing the policy and value network
-        stats = update(agent, optimizer, args, rollout, advantages, returns)
-        update_end = time.time()
+        stats = update(loss_fn, agent, optimizer, args, rollout, advantages, returns)
+        run.lap("update")
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = global_step / (time.time() - start_time)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         for name, value in stats.items():
             writer.add_scalar(f"losses/{name}", value.item(), global_step)
         explained_var = explained_variance(rollout.values, returns, rollout.valids)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        # where the iteration's time went (benchmark/throughput.py reads these)
-        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
-        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
-        writer.add_scalar("time/update", update_end - advantages_end, global_step)
-        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+        run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
+        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+            break
 
-        if checkpoints.due(iteration):
-            state = {
-                "agent": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "avg_returns": list(avg_returns),
-                "elapsed": time.time() - start_time,
-            }
-            checkpoints.save(iteration, global_step, state, writer)
-
-    progress.close()
     envs.close()
-
-    if args.save_model or args.capture_video:
-        from cleanrl_utils.evals import evaluate
-
-        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
-        if args.save_model:
-            save_model(model_path, agent, args)
-            print(f"model saved to {model_path}")
-        episodic_returns = evaluate(
-            agent,
-            make_env,
-            EpisodeStatistics,
-            env_id=args.env_id,
-            eval_episodes=args.eval_episodes,
-            seed=args.seed + 1,
-            device=device,
-            video_dir=f"videos/{run_name}" if args.capture_video else None,
-        )
-        for idx, episodic_return in enumerate(episodic_returns):
-            writer.add_scalar("eval/episodic_return", episodic_return, idx)
-
-    writer.close()
-    if args.track:
-        import wandb
-
-        wandb.finish()
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
+    sys.exit(run.finish())  # 0, or 75 after a stop signal (SLURM requeues the task)

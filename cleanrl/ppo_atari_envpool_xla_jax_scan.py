@@ -1,11 +1,11 @@
 # docs and experiment results: docs/ppo_atari_envpool_xla_jax.md
 import os
 import random
+import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import partial
-from pathlib import Path
 
 import envpool
 import flax
@@ -16,14 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import tyro
-from envpool.registration import registry
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
-from cleanrl_utils.checkpoint import Checkpoints
-from cleanrl_utils.checks import check_env_id, check_ppo_args
-from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import atomic_write_bytes, start_run
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.evals.jax_eval import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 
 @dataclass
@@ -115,14 +114,8 @@ def make_env(env_id, num_envs, seed, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
     # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
     # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    return envpool.make(
-        env_id,
-        env_type="gym",
-        num_envs=num_envs,
-        episodic_life=True,
-        reward_clip=True,
-        seed=seed,
-        **kwargs,
+    return envpool.make_gym(
+        env_id, num_envs=num_envs, seed=seed, episodic_life=True, reward_clip=True, **kwargs
     )
 
 
@@ -237,18 +230,13 @@ class Agent:
 
 
 @jax.jit
-def compute_advantages(rewards, values, next_value, terminations, truncations, gamma, gae_lambda):
-    """GAE over a rollout of shape (num_steps, num_envs).
-
-    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
-    after step t. A termination has no future, so it does not bootstrap. A truncation does
-    bootstrap, from the value of the last real observation, which the rollout stored as the
-    next step's observation (that step's action is ignored by EnvPool and masked out of the loss).
-    Either way the advantage does not chain into the next episode.
-    """
+def compute_advantages(rollout, next_value, gamma, gae_lambda):
+    """GAE over the rollout, with `jax.lax.scan(reverse=True)`. A termination does not bootstrap;
+    a truncation does, from the last real observation, stored as the next step's."""
+    rewards, values = rollout.rewards, rollout.values
     next_values = jnp.concatenate([values[1:], next_value.reshape(1, -1)])
-    terminations = terminations.astype(jnp.float32)
-    dones = jnp.maximum(terminations, truncations.astype(jnp.float32))
+    terminations = rollout.terminations.astype(jnp.float32)
+    dones = jnp.maximum(terminations, rollout.truncations.astype(jnp.float32))
 
     def gae_step(lastgaelam, t):
         reward, value, next_value, termination, done = t
@@ -418,35 +406,15 @@ def update(agent, args, agent_state, rollout, advantages, returns, key):
     return agent_state, stats, key
 
 
-def explained_variance(values, returns, valids):
-    mask = np.asarray(valids, dtype=bool)
-    y_pred, y_true = np.asarray(values)[mask], np.asarray(returns)[mask]
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
-def save_model(path, params, args):
-    data = {
-        "script": f"cleanrl.{Path(__file__).stem}",
-        "script_path": str(Path(__file__).resolve()),
-        "args": asdict(args),
-        "params": flax.serialization.to_state_dict(jax.device_get(params)),
-    }
-    atomic_write_bytes(path, flax.serialization.msgpack_serialize(data))
-
-
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_ppo_args(args)
-    # only Atari ids: EnvPool's other games (CartPole, MuJoCo, ...) have no lives or frames
-    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
-    check_env_id(args.env_id, atari_ids, "EnvPool's Atari games")
+    check_envpool_atari_id(args.env_id)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
-    run_name = checkpoints.run_name
-    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
+    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -455,11 +423,9 @@ if __name__ == "__main__":
     key = jax.random.PRNGKey(args.seed)
     key, agent_key, rollout_key = jax.random.split(key, 3)
 
-    # env setup
-    envs = make_env(args.env_id, args.num_envs, args.seed)
-    assert isinstance(envs.action_space, gym.spaces.Discrete), (
-        "only discrete action space is supported"
-    )
+    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+    envs = make_env(args.env_id, args.num_envs, run.games_seed)
+    assert isinstance(envs.action_space, gym.spaces.Discrete), "discrete actions only"
 
     agent = Agent(envs.action_space.n)
     obs_shape = envs.observation_space.shape
@@ -479,79 +445,39 @@ if __name__ == "__main__":
             ),
         ),
     )
+    avg_returns, avg_lengths = deque(maxlen=20), deque(maxlen=20)
+    state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
+    state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
+    agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
+
+    def checkpoint_state():  # what a checkpoint holds: read only when one is written
+        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)
+        return state
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    next_obs, _ = envs.reset()
+    global_step, start_time = run.global_step, run.start_time
+    next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
     handle, _, _, step_env = envs.xla()
-    env_state = EnvState(
-        handle,
-        jnp.asarray(next_obs),
-        jnp.ones(args.num_envs, dtype=bool),
-        EpisodeStatistics.zeros(args.num_envs),
-        rollout_key,
-    )
+    episode_stats = EpisodeStatistics.zeros(args.num_envs)
+    env_state = EnvState(handle, next_obs, valid, episode_stats, rollout_key)
     jit_collect_rollout = jax.jit(
         partial(collect_rollout, partial(rollout_step, agent, step_env), num_steps=args.num_steps)
     )
     jit_get_value = jax.jit(agent.get_value)
     jit_update = jax.jit(partial(update, agent, args))
-    avg_returns = deque(maxlen=20)
-    avg_lengths = deque(maxlen=20)
-    if state := checkpoints.restore():
-        agent_state = flax.serialization.from_state_dict(agent_state, state["agent_state"])
-        key, env_state = state["key"], env_state.replace(key=state["rollout_key"])
-        avg_returns.extend(state["avg_returns"])
-        avg_lengths.extend(state["avg_lengths"])
-        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
-    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
-        if iteration == checkpoints.fresh_games_at:
-            # the emulators cannot be saved: a resumed run starts new games, with a new seed
-            envs.close()
-            envs = make_env(args.env_id, args.num_envs, checkpoints.games_seed(iteration))
-            next_obs, _ = envs.reset()
-            handle, _, _, step_env = envs.xla()
-            env_state = EnvState(
-                handle,
-                jnp.asarray(next_obs),
-                jnp.ones(args.num_envs, dtype=bool),
-                EpisodeStatistics.zeros(args.num_envs),
-                env_state.key,
-            )
-            jit_collect_rollout = jax.jit(
-                partial(
-                    collect_rollout,
-                    partial(rollout_step, agent, step_env),
-                    num_steps=args.num_steps,
-                )
-            )
-
-        iteration_start = time.time()
+    for iteration in range(run.start_iteration, args.num_iterations + 1):
         env_state, rollout, games = jit_collect_rollout(agent_state.params, env_state)
-        jax.block_until_ready(rollout)  # JAX runs asynchronously: time each phase to its end
-        rollout_end = time.time()
+        run.lap("rollout", rollout)
 
         # bootstrap value if not done
         next_value = jit_get_value(agent_state.params, env_state.obs)
-        advantages, returns = compute_advantages(
-            rollout.rewards,
-            rollout.values,
-            next_value,
-            rollout.terminations,
-            rollout.truncations,
-            args.gamma,
-            args.gae_lambda,
-        )
-        jax.block_until_ready(advantages)
-        advantages_end = time.time()
+        advantages, returns = compute_advantages(rollout, next_value, args.gamma, args.gae_lambda)
+        run.lap("advantages", advantages)
 
         # Optimizing the policy and value network
         agent_state, stats, key = jit_update(agent_state, rollout, advantages, returns, key)
-        jax.block_until_ready(agent_state)
-        update_end = time.time()
+        run.lap("update", agent_state)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         game_over, game_returns, game_lengths = jax.device_get(games)
@@ -565,61 +491,20 @@ if __name__ == "__main__":
             writer.add_scalar("charts/avg_episodic_length", np.mean(avg_lengths), game_step)
         global_step += args.batch_size
 
-        stats = jax.device_get(stats)
-        now = time.time()
-        sps = global_step / (now - start_time)
         learning_rate = agent_state.opt_state[1].hyperparams["learning_rate"]
         writer.add_scalar("charts/learning_rate", float(learning_rate), global_step)
-        for name, value in stats.items():
+        for name, value in jax.device_get(stats).items():
             writer.add_scalar(f"losses/{name}", float(value), global_step)
         explained_var = explained_variance(rollout.values, returns, rollout.valids)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar(
-            "charts/SPS_update", args.batch_size / (now - iteration_start), global_step
-        )
-        # where the iteration's time went (benchmark/throughput.py reads these)
-        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
-        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
-        writer.add_scalar("time/update", update_end - advantages_end, global_step)
-        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+        iteration_time = sum(run.laps.values())  # rollout, advantages, update
+        writer.add_scalar("charts/SPS_update", args.batch_size / iteration_time, global_step)
+        run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
+        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+            break
 
-        if checkpoints.due(iteration):
-            state = {
-                "agent_state": flax.serialization.to_state_dict(jax.device_get(agent_state)),
-                "key": jax.device_get(key),
-                "rollout_key": jax.device_get(env_state.key),
-                "avg_returns": list(avg_returns),
-                "avg_lengths": list(avg_lengths),
-                "elapsed": time.time() - start_time,
-            }
-            checkpoints.save(iteration, global_step, state, writer)
-
-    progress.close()
     envs.close()
-
-    if args.save_model or args.capture_video:
-        from cleanrl_utils.evals.jax_eval import evaluate
-
-        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
-        if args.save_model:
-            save_model(model_path, agent_state.params, args)
-            print(f"model saved to {model_path}")
-        episodic_returns = evaluate(
-            agent,
-            agent_state.params,
-            make_env,
-            EpisodeStatistics,
-            env_id=args.env_id,
-            eval_episodes=args.eval_episodes,
-            seed=args.seed + 1,
-            video_dir=f"videos/{run_name}" if args.capture_video else None,
-        )
-        for idx, episodic_return in enumerate(episodic_returns):
-            writer.add_scalar("eval/episodic_return", episodic_return, idx)
-
-    writer.close()
-    if args.track:
-        import wandb
-
-        wandb.finish()
+    # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
+    save_and_evaluate(run, agent, agent_state.params, make_env, EpisodeStatistics)
+    sys.exit(run.finish())

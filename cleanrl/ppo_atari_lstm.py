@@ -1,11 +1,11 @@
 # docs and experiment results: docs/ppo_atari_lstm.md
 import os
 import random
+import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import ale_py
 import gymnasium as gym
@@ -16,10 +16,12 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import Checkpoints
-from cleanrl_utils.checks import check_env_id, check_ppo_args, fail
-from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import start_run
+from cleanrl_utils import atari_wrappers
+from cleanrl_utils.atari_wrappers import EpisodeStatistics
+from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args
+from cleanrl_utils.evals import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 gym.register_envs(ale_py)
 
@@ -99,170 +101,31 @@ class Args:
 
 
 def make_env(env_id, num_envs, seed, async_envs=False, video_dir=None, **kwargs):
-    """`num_envs` games with the classic DeepMind preprocessing, in a gymnasium vector env that
-    resets an env in the same step that ends its episode (`AutoresetMode.SAME_STEP`): every step's
-    action reaches the game, and an ended episode's last observation is in `info["final_obs"]`.
-    Env i is seeded with seed + i. With `video_dir`, env 0 records its games. `kwargs` go to
-    `gym.make` (`render_mode`, `max_num_frames_per_episode`: 108,000 frames by default)."""
+    """`num_envs` games, env i seeded with seed + i, each reset in the step that ends its episode
+    (every action reaches the game; the last observation is in `info["final_obs"]`)."""
 
     def thunk(idx):
         record = video_dir is not None and idx == 0
         env = gym.make(env_id, **({"render_mode": "rgb_array"} | kwargs if record else kwargs))
         env = gym.wrappers.RecordEpisodeStatistics(env)  # sees every frame: the real game score
-        env = NoopReset(env, noop_max=30)
+        env = atari_wrappers.NoopReset(env, noop_max=30)
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)
         if record:
-            env = RecordGames(env, video_dir)
-        env = EpisodicLife(env)
+            env = atari_wrappers.RecordGames(env, video_dir)
+        env = atari_wrappers.EpisodicLife(env)
         if "FIRE" in env.unwrapped.get_action_meanings():
-            env = FireReset(env)
+            env = atari_wrappers.FireReset(env)
         env = gym.wrappers.TransformReward(env, np.sign)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
         env = gym.wrappers.GrayscaleObservation(env)
         env = gym.wrappers.FrameStackObservation(env, 1)  # the LSTM remembers the past
         return env
 
+    thunks = [partial(thunk, idx) for idx in range(num_envs)]
     vector_env = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
-    envs = vector_env(
-        [partial(thunk, idx) for idx in range(num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    envs = vector_env(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs.reset(seed=seed)  # seeds the emulators and no-op starts; the caller's reset starts play
     return envs
-
-
-NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set
-
-
-def step_in_reset(env, action):
-    """A step that a wrapper's reset takes. If it ends the game (the time limit can), the game is
-    reset and the returned info keeps that game's statistics (`info["episode"]`)."""
-    obs, _, terminated, truncated, info = env.step(action)
-    if terminated or truncated:
-        obs, reset_info = env.reset()
-        info = {**info, **reset_info}
-    return obs, info
-
-
-class NoopReset(gym.Wrapper):
-    """Start each game with 1 to `noop_max` no-op frames, so that games start in different states."""
-
-    def __init__(self, env, noop_max=30):
-        super().__init__(env)
-        self.noop_max = noop_max
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
-            obs, _, terminated, truncated, info = self.env.step(NOOP)
-            if terminated or truncated:  # a game the agent did not play: nothing to report
-                obs, info = self.env.reset()
-        return obs, info
-
-
-class EpisodicLife(gym.Wrapper):
-    """A lost life ends the training episode (`terminated`) but not the game: the reset that
-    follows goes on with the game (one no-op step); only a game over or a truncation resets it."""
-
-    def __init__(self, env):
-        super().__init__(env)
-        self.lives = 0
-        self.game_over = True
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
-        lives = self.unwrapped.ale.lives()
-        terminated = terminated or 0 < lives < self.lives
-        self.lives = lives
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, *, seed=None, options=None):
-        if self.game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed, options=options)
-        else:
-            obs, info = step_in_reset(self.env, NOOP)
-        self.game_over = False
-        self.lives = self.unwrapped.ale.lives()
-        return obs, info
-
-
-class FireReset(gym.Wrapper):
-    """Press FIRE, then action 2, after every reset, also the one after a lost life: games such as
-    Breakout wait for FIRE, which a new agent would take long to find."""
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        for action in (FIRE, 2):
-            obs, step_info = step_in_reset(self.env, action)
-            info = {**info, **step_info}
-        return obs, info
-
-
-class RecordGames(gym.Wrapper):
-    """Write whole games to `{video_dir}/train-episode-{k}.mp4` (one frame per agent step) for
-    games k = 0, 1, 8, 27, ... up to 729, then every 1000th, as gymnasium's RecordVideo does."""
-
-    def __init__(self, env, video_dir):
-        super().__init__(env)
-        self.video_dir = Path(video_dir)
-        self.games = 0
-        self.video = None
-
-    def reset(self, **kwargs):
-        from cleanrl_utils.video import VideoWriter
-
-        obs, info = self.env.reset(**kwargs)
-        if self.video is not None:  # reset before the game ended: not a whole game
-            self.video.discard()
-            self.video = None
-        k = self.games
-        if (round(k ** (1 / 3)) ** 3 == k) if k < 1000 else (k % 1000 == 0):
-            self.video = VideoWriter(self.video_dir / f"train-episode-{k}.mp4")
-            self.video.append(self.env.render())
-        return obs, info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.video is not None:
-            self.video.append(self.env.render())
-        if terminated or truncated:
-            self.games += 1
-            if self.video is not None:
-                self.video.close()
-                self.video = None
-        return obs, reward, terminated, truncated, info
-
-    def close(self):
-        if self.video is not None:
-            self.video.discard()
-            self.video = None
-        super().close()
-
-
-class EpisodeStatistics:
-    """The real game score and length of each env, counted over all lives.
-
-    RecordEpisodeStatistics, the innermost wrapper, sums the raw reward of every frame and reports
-    a game in `info["episode"]` when it ends (last life lost, or time limit). Same-step autoreset
-    moves that info to `info["final_info"]`; a game that the time limit ends inside the reset
-    after a lost life is reported in the reset's info, at the top level. `update` returns the
-    (return, length) of each game that ended in this step. The length counts the steps whose
-    action reached the game (`acted`, always so with same-step autoreset), as in the EnvPool
-    script; `truncations` is unused, truncated games are in `info` too.
-    """
-
-    def __init__(self, num_envs):
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
-
-    def update(self, info, truncations, acted):
-        self.lengths += acted
-        finished = []
-        for source in (info.get("final_info", {}), info):
-            for i in np.flatnonzero(source.get("_episode", [])):
-                finished.append((float(source["episode"]["r"][i]), int(self.lengths[i])))
-                self.lengths[i] = 0
-        return finished
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -272,11 +135,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def frames(obs):
-    """uint8 observations (as the rollout stores them: a quarter of float32's bytes) as floats in
-    [0, 1], laid out channels-last: the CPU's convolutions (oneDNN) run about 1.5x faster on that
-    layout than on the default one, forward and backward. The uint8 frames are reordered before
-    the conversion (a quarter of the bytes to move) and divided in place: 6 ms instead of 34 ms
-    for a minibatch of 256 on 2 cores, with the same floats."""
+    """uint8 frames as floats in [0, 1], channels-last (oneDNN's convolutions: 1.5x faster)."""
     return obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
 
 
@@ -309,10 +168,9 @@ class Agent(nn.Module):
         return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
 
     def get_states(self, x, lstm_state, done):
-        """Run the LSTM over a time-major sequence of T steps of N envs: x (T * N, 1, 84, 84),
-        done (T * N,), lstm_state two (1, N, 128) tensors. An env's state is zeroed before each
-        step where `done` is 1 (its episode ended before that step). Returns the LSTM outputs
-        (T * N, 128) and the state after the last step."""
+        """The LSTM over T time-major steps of N envs: x (T * N, 1, 84, 84), done (T * N,), lstm_state
+        two (1, N, 128). An env's state is zeroed before each step where `done` is 1 (its episode
+        ended before it). Returns the outputs (T * N, 128) and the state after the last step."""
         hidden = self.network(frames(x))
         num_envs = lstm_state[0].shape[1]
         hidden = hidden.reshape((-1, num_envs, self.lstm.input_size))
@@ -337,20 +195,13 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
-def compute_advantages(
-    rewards, values, next_value, terminations, truncations, final_values, gamma, gae_lambda
-):
-    """GAE over a rollout of shape (num_steps, num_envs).
-
-    Step t's transition ends in `next_values[t]`: the value of the observation the env returned
-    after step t. A termination has no future, so it does not bootstrap. A truncation does
-    bootstrap, from the value of the episode's last observation (`final_values`): the env has
-    already reset, so the next stored observation is the next episode's first.
-    Either way the advantage does not chain into the next episode.
-    """
+def compute_advantages(rollout, next_value, gamma, gae_lambda):
+    """GAE over the rollout. A termination does not bootstrap; a truncation does, from the
+    episode's last observation (`final_values`: the env has reset already)."""
+    rewards, values, terminations = rollout.rewards, rollout.values, rollout.terminations
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
-    next_values = torch.where(truncations.bool(), final_values, next_values)
-    dones = torch.maximum(terminations, truncations)
+    next_values = torch.where(rollout.truncations.bool(), rollout.final_values, next_values)
+    dones = torch.maximum(terminations, rollout.truncations)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(next_value.reshape(-1))
     for t in reversed(range(rewards.shape[0])):
@@ -378,18 +229,16 @@ class Rollout:
     final_values: torch.Tensor
 
     @classmethod
-    def zeros(cls, num_steps, num_envs, obs_shape, device):
-        def buffer(dtype=torch.float32, shape=()):
-            return torch.zeros((num_steps, num_envs) + shape, dtype=dtype, device=device)
-
-        floats = [buffer() for _ in range(7)]
-        return cls(buffer(torch.uint8, obs_shape), buffer(torch.long), *floats)
+    def zeros(cls, args, obs_shape, device):
+        shape = (args.num_steps, args.num_envs)
+        obs = torch.zeros(shape + obs_shape, dtype=torch.uint8, device=device)
+        actions = torch.zeros(shape, dtype=torch.long, device=device)
+        return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(7)))
 
 
 def collect_rollout(agent, envs, rollout, next_obs, next_done, next_lstm_state, episode_stats):
-    """Play num_steps steps in every env, carrying the LSTM state. Returns the observation, done
-    flags and LSTM state to continue from, and the games that ended as (step index, return,
-    length)."""
+    """Play num_steps steps in every env, carrying the LSTM state; returns where to continue
+    (observation, done flags, LSTM state) and the games that ended."""
     device = rollout.obs.device
     finished = []
     for step in range(rollout.obs.shape[0]):
@@ -462,21 +311,15 @@ def ppo_loss(agent, args, obs, lstm_state, dones, actions, logprobs, advantages,
 
     entropy_loss = entropy.mean()
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    return loss, dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    return loss, stats | dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
 
 
-def update(agent, optimizer, args, rollout, advantages, returns, initial_lstm_state):
-    """update_epochs passes over the rollout in shuffled minibatches of whole env sequences;
-    returns the last minibatch's statistics, with clipfrac averaged over all minibatches."""
+def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, initial_lstm_state):
+    """update_epochs passes over shuffled minibatches of whole env sequences; returns the stats."""
     envs_per_batch = args.num_envs // args.num_minibatches
     env_inds = np.arange(args.num_envs)
+    batch = (rollout.dones, rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
     clipfracs = []
     for epoch in range(args.update_epochs):
         np.random.shuffle(env_inds)
@@ -485,17 +328,7 @@ def update(agent, optimizer, args, rollout, advantages, returns, initial_lstm_st
             # (num_steps, envs) slices flattened time-major, the order `Agent.get_states` expects
             mb_obs = rollout.obs[:, mb_envs].flatten(0, 1)
             mb_state = tuple(s[:, mb_envs] for s in initial_lstm_state)
-            mb = [
-                x[:, mb_envs].reshape(-1)
-                for x in (
-                    rollout.dones,
-                    rollout.actions,
-                    rollout.logprobs,
-                    advantages,
-                    returns,
-                    rollout.values,
-                )
-            ]
+            mb = [x[:, mb_envs].reshape(-1) for x in batch]
             loss, stats = ppo_loss(agent, args, mb_obs, mb_state, *mb)
             clipfracs.append(stats["clipfrac"])
 
@@ -510,50 +343,15 @@ def update(agent, optimizer, args, rollout, advantages, returns, initial_lstm_st
     return stats
 
 
-def explained_variance(values, returns):
-    y_pred, y_true = values.cpu().numpy().reshape(-1), returns.cpu().numpy().reshape(-1)
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
-def save_model(path, agent, args):
-    import io
-
-    from cleanrl_utils.runs import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    torch.save(
-        {
-            "script": f"cleanrl.{Path(__file__).stem}",
-            "script_path": str(Path(__file__).resolve()),
-            "args": asdict(args),
-            "model_state_dict": agent.state_dict(),
-        },
-        buffer,
-    )
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    check_ppo_args(args)
-    if args.num_envs % args.num_minibatches:
-        fail(
-            f"--num-minibatches {args.num_minibatches} does not divide --num-envs {args.num_envs}:"
-            " the LSTM's minibatches are made of whole env sequences"
-        )
-    atari_ids = [
-        env_id
-        for env_id, spec in gym.registry.items()
-        if spec.entry_point == "ale_py.env:AtariEnv" and spec.kwargs.get("frameskip") == 1
-    ]
-    check_env_id(args.env_id, atari_ids, "gymnasium's Atari games without frame skip")
+    check_ppo_args(args, whole_sequences=True)  # minibatches of whole env sequences
+    check_gymnasium_atari_id(args.env_id)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    checkpoints = Checkpoints(args, __file__)  # --resume: finds the checkpoint, or exits if done
-    run_name = checkpoints.run_name
-    writer = start_run(args, run_name, checkpoints.runs_dir, checkpoints.purge_step)
+    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -563,57 +361,37 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup
-    video_dir = f"videos/{run_name}" if args.capture_video else None
-    envs = make_env(args.env_id, args.num_envs, args.seed, args.async_envs, video_dir)
+    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+    video_dir = f"videos/{run.name}" if args.capture_video else None
+    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.async_envs, video_dir)
     assert envs.single_action_space.n > 0, "only discrete action spaces are supported"
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    avg_returns = deque(maxlen=20)
+    state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+    run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
 
     # ALGO Logic: Storage setup
-    obs_shape = envs.single_observation_space.shape
-    rollout = Rollout.zeros(args.num_steps, args.num_envs, obs_shape, device)
+    rollout = Rollout.zeros(args, envs.single_observation_space.shape, device)
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    next_obs, _ = envs.reset()
-    next_obs = torch.from_numpy(next_obs).to(device)
+    global_step, start_time = run.global_step, run.start_time
+    next_obs = torch.from_numpy(envs.reset()[0]).to(device)
     next_done = torch.zeros(args.num_envs, device=device)
     next_lstm_state = agent.initial_state(args.num_envs, device)
     episode_stats = EpisodeStatistics(args.num_envs)
-    avg_returns = deque(maxlen=20)
-    if state := checkpoints.restore():
-        agent.load_state_dict(state["agent"])
-        optimizer.load_state_dict(state["optimizer"])
-        avg_returns.extend(state["avg_returns"])
-        global_step, start_time = checkpoints.global_step, time.time() - state["elapsed"]
-    progress = Progress(args.num_iterations * args.batch_size, start_step=global_step)
 
-    for iteration in range(checkpoints.iteration + 1, args.num_iterations + 1):
-        if iteration == checkpoints.fresh_games_at:
-            # the emulators cannot be saved: a resumed run starts new games, with a new seed,
-            # so the saved LSTM state (of the old games) is not used either
-            next_obs, _ = envs.reset(seed=checkpoints.games_seed(iteration))
-            next_obs = torch.from_numpy(next_obs).to(device)
-            next_done = torch.zeros(args.num_envs, device=device)
-            next_lstm_state = agent.initial_state(args.num_envs, device)
-            episode_stats = EpisodeStatistics(args.num_envs)
-
-        iteration_start = time.time()
-
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
+    for iteration in range(run.start_iteration, args.num_iterations + 1):
+        if args.anneal_lr:  # Annealing the rate if instructed to do so.
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
         initial_lstm_state = tuple(s.clone() for s in next_lstm_state)
         next_obs, next_done, next_lstm_state, finished = collect_rollout(
             agent, envs, rollout, next_obs, next_done, next_lstm_state, episode_stats
         )
-        rollout_end = time.time()
+        run.lap("rollout")
         for step, episodic_return, episodic_length in finished:
             game_step = global_step + (step + 1) * args.num_envs
             avg_returns.append(episodic_return)
@@ -626,71 +404,27 @@ if __name__ == "__main__":
         with torch.no_grad():
             next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(-1)
             advantages, returns = compute_advantages(
-                rollout.rewards,
-                rollout.values,
-                next_value,
-                rollout.terminations,
-                rollout.truncations,
-                rollout.final_values,
-                args.gamma,
-                args.gae_lambda,
+                rollout, next_value, args.gamma, args.gae_lambda
             )
-
-        advantages_end = time.time()
+        run.lap("advantages")
 
         # Optimizing the policy and value network
-        stats = update(agent, optimizer, args, rollout, advantages, returns, initial_lstm_state)
-        update_end = time.time()
+        stats = update(
+            ppo_loss, agent, optimizer, args, rollout, advantages, returns, initial_lstm_state
+        )
+        run.lap("update")
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = global_step / (time.time() - start_time)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         for name, value in stats.items():
             writer.add_scalar(f"losses/{name}", value.item(), global_step)
         explained_var = explained_variance(rollout.values, returns)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        # where the iteration's time went (benchmark/throughput.py reads these)
-        writer.add_scalar("time/rollout", rollout_end - iteration_start, global_step)
-        writer.add_scalar("time/advantages", advantages_end - rollout_end, global_step)
-        writer.add_scalar("time/update", update_end - advantages_end, global_step)
-        progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+        run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
+        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+            break
 
-        if checkpoints.due(iteration):
-            state = {
-                "agent": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "avg_returns": list(avg_returns),
-                "elapsed": time.time() - start_time,
-                "lstm_state": next_lstm_state,
-            }
-            checkpoints.save(iteration, global_step, state, writer)
-
-    progress.close()
     envs.close()
-
-    if args.save_model or args.capture_video:
-        from cleanrl_utils.evals import evaluate
-
-        model_path = f"{checkpoints.run_dir}/{args.exp_name}.cleanrl_model"
-        if args.save_model:
-            save_model(model_path, agent, args)
-            print(f"model saved to {model_path}")
-        episodic_returns = evaluate(
-            agent,
-            make_env,
-            EpisodeStatistics,
-            env_id=args.env_id,
-            eval_episodes=args.eval_episodes,
-            seed=args.seed + 1,
-            device=device,
-            video_dir=video_dir,
-        )
-        for idx, episodic_return in enumerate(episodic_returns):
-            writer.add_scalar("eval/episodic_return", episodic_return, idx)
-
-    writer.close()
-    if args.track:
-        import wandb
-
-        wandb.finish()
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
+    sys.exit(run.finish())

@@ -16,8 +16,9 @@ def fail(message: str, code: int = USAGE_ERROR):
     raise SystemExit(code)
 
 
-def check_ppo_args(args) -> None:
-    """The batch arithmetic that every PPO script in cleanrl/ relies on."""
+def check_ppo_args(args, whole_sequences: bool = False) -> None:
+    """The batch arithmetic that every PPO script in cleanrl/ relies on; `whole_sequences`: the
+    minibatches are made of whole env sequences (the LSTM's), so they must divide the envs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
         value = getattr(args, name)
         if value <= 0:
@@ -26,8 +27,10 @@ def check_ppo_args(args) -> None:
         value = getattr(args, name)
         if value < 0:
             fail(f"--{name.replace('_', '-')} must not be negative, got {value}")
-    if hasattr(args, "eval_episodes") and args.eval_episodes <= 0:
+    if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    if args.checkpoint_every < 0:
+        fail(f"--checkpoint-every must be 0 (off) or positive, got {args.checkpoint_every}")
     if getattr(args, "cudagraphs", False):
         import torch
 
@@ -38,6 +41,11 @@ def check_ppo_args(args) -> None:
         fail(
             f"--num-minibatches {args.num_minibatches} does not divide the batch "
             f"(num_envs * num_steps = {args.num_envs} * {args.num_steps} = {batch_size})"
+        )
+    if whole_sequences and args.num_envs % args.num_minibatches:
+        fail(
+            f"--num-minibatches {args.num_minibatches} does not divide --num-envs {args.num_envs}:"
+            " the LSTM's minibatches are made of whole env sequences"
         )
     if args.total_timesteps < batch_size:
         fail(
@@ -62,3 +70,26 @@ def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
     suggestions = list(dict.fromkeys(same_game[:1] + close))[:3]
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
     fail(f"unknown env id {env_id!r} for {library}{hint}")
+
+
+def check_envpool_atari_id(env_id: str) -> None:
+    """Only EnvPool's Atari ids: its other games (CartPole, MuJoCo, ...) have no lives or frames."""
+    import envpool
+    from envpool.registration import registry
+
+    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
+    check_env_id(env_id, atari_ids, "EnvPool's Atari games")
+
+
+def check_gymnasium_atari_id(env_id: str) -> None:
+    """Only the ALE ids without frame skip (`*NoFrameskip-v4`): the scripts skip frames themselves."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    atari_ids = [
+        i
+        for i, spec in gym.registry.items()
+        if spec.entry_point == "ale_py.env:AtariEnv" and spec.kwargs.get("frameskip") == 1
+    ]
+    check_env_id(env_id, atari_ids, "gymnasium's Atari games without frame skip")

@@ -54,6 +54,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
 
 
 def format_seconds(seconds: float) -> str:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -127,42 +126,12 @@ def hyperparameter_table(args) -> str:
     return f"|param|value|\n|-|-|\n{rows}"
 
 
-def start_run(args, run_name: str, runs_dir: str | os.PathLike = "runs", purge_step=None):
-    """Create runs/{run_name}, record its config and code version, start W&B when tracking.
-
-    A resumed run (`purge_step`, from `Checkpoints`) keeps its folder and config.json (each
-    resumption is appended to it) and its W&B run id; TensorBoard discards whatever the killed
-    run logged from `purge_step` on, so every step appears once.
-    Returns the TensorBoard SummaryWriter that the script logs to.
-    """
-    from torch.utils.tensorboard import SummaryWriter
-
-    run_dir = Path(runs_dir) / run_name
-    record = run_record(args, run_name)
-    config_path = run_dir / "config.json"
-    if purge_step is not None and config_path.exists():
-        from cleanrl_utils.checkpoint import resume_record
-
-        record = resume_record(config_path, record)
-    if getattr(args, "track", False):
-        import wandb
-
-        record.setdefault("wandb_id", uuid.uuid4().hex[:12])  # resumptions reuse it
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config={**dataclasses.asdict(args), "git": record["git"]},
-            name=run_name,
-            id=record["wandb_id"],
-            resume="allow",
-            save_code=True,
-        )
-    writer = SummaryWriter(str(run_dir), purge_step=purge_step)
-    if purge_step is None:
-        writer.add_text("hyperparameters", hyperparameter_table(args))
-        writer.add_text(
-            "git_commit", f"{record['git']['commit']} (dirty: {record['git']['dirty']})"
-        )
-    atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
-    return writer
+def resumed_record(config_path: Path, record: dict) -> dict:
+    """config.json of a resumed run: the original record, plus one entry per resumption."""
+    try:
+        original = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError):
+        return record
+    resumes = original.setdefault("resumes", [])
+    resumes.append({k: record[k] for k in ("command", "git", "start_time") if k in record})
+    return original

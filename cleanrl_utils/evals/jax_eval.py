@@ -23,12 +23,55 @@ else.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import game_over, load_script, parse_eval_args, summary
+from cleanrl_utils.runs import atomic_write_bytes
+
+
+def save_model(path: str | Path, params, args, script_file: str) -> None:
+    """`--save-model`'s file: the training script's module name and path, its arguments and the
+    parameters, in one flax msgpack file written atomically."""
+    import flax.serialization
+    import jax
+
+    data = {
+        "script": f"cleanrl.{Path(script_file).stem}",
+        "script_path": str(Path(script_file).resolve()),
+        "args": dataclasses.asdict(args),
+        "params": flax.serialization.to_state_dict(jax.device_get(params)),
+    }
+    atomic_write_bytes(path, flax.serialization.msgpack_serialize(data))
+    print(f"model saved to {path}")
+
+
+def save_and_evaluate(run, agent, params, make_env, episode_statistics) -> None:
+    """What a JAX script does after training: with `--save-model`, writes the model to
+    `{run.dir}/{exp_name}.cleanrl_model`; with `--save-model` or `--capture-video`, plays
+    `--eval-episodes` games with a new seed (`seed + 1`), recorded under `videos/{run.name}/` with
+    `--capture-video`, and logs each game's score as `eval/episodic_return`. Nothing after a stop
+    signal: the run is not over."""
+    args = run.args
+    if run.stop_requested or not (args.save_model or args.capture_video):
+        return
+    if args.save_model:
+        save_model(run.dir / f"{args.exp_name}.cleanrl_model", params, args, run.script_file)
+    episodic_returns = evaluate(
+        agent,
+        params,
+        make_env,
+        episode_statistics,
+        env_id=args.env_id,
+        eval_episodes=args.eval_episodes,
+        seed=args.seed + 1,
+        video_dir=f"videos/{run.name}" if args.capture_video else None,
+    )
+    for idx, episodic_return in enumerate(episodic_returns):
+        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
 
 
 def load_model(model_path: str | Path):

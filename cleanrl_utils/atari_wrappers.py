@@ -1,0 +1,145 @@
+"""The classic DeepMind Atari wrappers that gymnasium does not ship, for the gymnasium scripts
+(`cleanrl/ppo_atari.py`, `cleanrl/ppo_atari_lstm.py`): no-op starts, episodic life, FIRE on reset,
+and whole-game videos. As the published CleanRL scripts take theirs from Stable-Baselines3, ours
+live here, outside the scripts; each script's `make_env` shows the order in which they wrap a game.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set
+
+
+def step_in_reset(env, action):
+    """A step that a wrapper's reset takes. If it ends the game (the time limit can), the game is
+    reset and the returned info keeps that game's statistics (`info["episode"]`)."""
+    obs, _, terminated, truncated, info = env.step(action)
+    if terminated or truncated:
+        obs, reset_info = env.reset()
+        info = {**info, **reset_info}
+    return obs, info
+
+
+class NoopReset(gym.Wrapper):
+    """Start each game with 1 to `noop_max` no-op frames, so that games start in different states."""
+
+    def __init__(self, env, noop_max=30):
+        super().__init__(env)
+        self.noop_max = noop_max
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:  # a game the agent did not play: nothing to report
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the training episode (`terminated`) but not the game: the reset that
+    follows goes on with the game (one no-op step); only a game over or a truncation resets it."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.unwrapped.ale.lives()
+        terminated = terminated or 0 < lives < self.lives
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, *, seed=None, options=None):
+        if self.game_over or seed is not None:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:
+            obs, info = step_in_reset(self.env, NOOP)
+        self.game_over = False
+        self.lives = self.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE, then action 2, after every reset, also the one after a lost life: games such as
+    Breakout wait for FIRE, which a new agent would take long to find."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        for action in (FIRE, 2):
+            obs, step_info = step_in_reset(self.env, action)
+            info = {**info, **step_info}
+        return obs, info
+
+
+class RecordGames(gym.Wrapper):
+    """Write whole games to `{video_dir}/train-episode-{k}.mp4` (one frame per agent step) for
+    games k = 0, 1, 8, 27, ... up to 729, then every 1000th, as gymnasium's RecordVideo does."""
+
+    def __init__(self, env, video_dir):
+        super().__init__(env)
+        self.video_dir = Path(video_dir)
+        self.games = 0
+        self.video = None
+
+    def reset(self, **kwargs):
+        from cleanrl_utils.video import VideoWriter
+
+        obs, info = self.env.reset(**kwargs)
+        if self.video is not None:  # reset before the game ended: not a whole game
+            self.video.discard()
+            self.video = None
+        k = self.games
+        if (round(k ** (1 / 3)) ** 3 == k) if k < 1000 else (k % 1000 == 0):
+            self.video = VideoWriter(self.video_dir / f"train-episode-{k}.mp4")
+            self.video.append(self.env.render())
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.video is not None:
+            self.video.append(self.env.render())
+        if terminated or truncated:
+            self.games += 1
+            if self.video is not None:
+                self.video.close()
+                self.video = None
+        return obs, reward, terminated, truncated, info
+
+    def close(self):
+        if self.video is not None:
+            self.video.discard()
+            self.video = None
+        super().close()
+
+
+class EpisodeStatistics:
+    """The real game score and length of each env, counted over all lives.
+
+    RecordEpisodeStatistics, the innermost wrapper, sums the raw reward of every frame and reports
+    a game in `info["episode"]` when it ends (last life lost, or time limit). Same-step autoreset
+    moves that info to `info["final_info"]`; a game that the time limit ends inside the reset
+    after a lost life is reported in the reset's info, at the top level. `update` returns the
+    (return, length) of each game that ended in this step. The length counts the steps whose
+    action reached the game (`acted`, always so with same-step autoreset), as in the EnvPool
+    script; `truncations` is unused, truncated games are in `info` too.
+    """
+
+    def __init__(self, num_envs):
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def update(self, info, truncations, acted):
+        self.lengths += acted
+        finished = []
+        for source in (info.get("final_info", {}), info):
+            for i in np.flatnonzero(source.get("_episode", [])):
+                finished.append((float(source["episode"]["r"][i]), int(self.lengths[i])))
+                self.lengths[i] = 0
+        return finished
