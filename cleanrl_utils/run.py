@@ -117,13 +117,21 @@ def set_rng_state(state: dict) -> None:
             torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def is_jax_tree(value) -> bool:
+    """A JAX array, or a pytree holding some (a flax `TrainState`, a PRNG key)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    return any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(value))
+
+
 def saved_value(value):
     """What a checkpoint stores of one entry of the script's state."""
     if hasattr(value, "state_dict"):  # torch modules and optimizers
         return value.state_dict()
     if isinstance(value, deque):
         return list(value)
-    if "jax" in sys.modules:  # JAX arrays and pytrees (a flax TrainState) as numpy
+    if is_jax_tree(value):  # as NumPy arrays, in flax's state-dict form
         import flax.serialization
         import jax
 
@@ -141,7 +149,7 @@ def restored_value(current, saved):
         current.clear()
         current.extend(saved)
         return current
-    if "jax" in sys.modules:
+    if is_jax_tree(current):
         import flax.serialization
 
         return flax.serialization.from_state_dict(current, saved)
@@ -385,7 +393,8 @@ class Run:
         """Closes TensorBoard and W&B. Returns the exit code: 0, or `CHECKPOINT_EXIT` when a stop
         signal ended the run early (its checkpoint is written)."""
         code = CHECKPOINT_EXIT if self.stop_requested else 0
-        self.progress.close()
+        if self.progress is not None:
+            self.progress.close()
         self.writer.close()
         wandb = sys.modules.get("wandb")
         if wandb is not None and wandb.run is not None:

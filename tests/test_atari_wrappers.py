@@ -1,5 +1,6 @@
 """The classic DeepMind preprocessing of `cleanrl/ppo_atari.py` (the LSTM script has the same
-wrappers with a stack of 1), each wrapper on a real game."""
+wrappers with a stack of 1), each wrapper on a real game. The wrappers that gymnasium does not
+ship live in `cleanrl_utils/atari_wrappers.py`; the script's `make_env` puts them in order."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 from atari_testing import BREAKOUT, FIRE, LEFT, NOOP, find_wrapper, one_torch_thread, wrapper_chain
 
-from cleanrl.ppo_atari import EpisodicLife, FireReset, NoopReset, make_env
+from cleanrl.ppo_atari import make_env
+from cleanrl_utils.atari_wrappers import EpisodicLife, FireReset, NoopReset
 
 __all__ = ["one_torch_thread"]  # the module's autouse fixture
 

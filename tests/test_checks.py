@@ -1,10 +1,27 @@
-"""The bad-input checks shared by the scripts: one `error:` line and exit code 2."""
+"""The bad-input checks shared by the scripts: one `error:` line and exit code 2, before any work.
+
+The table of bad inputs runs here, in-process, against each script's own `Args` and the checks
+its `__main__` makes, in the same order (`check_ppo_args`, then the env id). Each script's test
+file keeps one case as a real subprocess, which also checks the exit code and that nothing was
+created on disk; `test_each_script_checks_its_env_id_before_any_work` runs each script's
+`__main__` in-process to show that the script makes the env id check at all.
+"""
 
 from __future__ import annotations
 
-import pytest
+import importlib
+import runpy
 
-from cleanrl_utils.checks import check_env_id, game_of
+import pytest
+from conftest import REPO_ROOT
+
+from cleanrl_utils.checks import (
+    check_env_id,
+    check_envpool_atari_id,
+    check_gymnasium_atari_id,
+    check_ppo_args,
+    game_of,
+)
 
 GYMNASIUM_IDS = ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "Pong-v4", "ALE/Pong-v5"]
 ENVPOOL_IDS = ["Pong-v5", "Breakout-v5", "SpaceInvaders-v5"]
@@ -41,3 +58,203 @@ def test_typos_get_close_matches_and_nonsense_gets_no_hint(capsys):
     assert error_of("CartPole-v1", ENVPOOL_IDS, capsys) == (
         "error: unknown env id 'CartPole-v1' for the library"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# each script's bad input
+# ---------------------------------------------------------------------------------------------
+
+ENVPOOL = "ppo_atari_envpool"
+GYMNASIUM = "ppo_atari"
+LSTM = "ppo_atari_lstm"
+XLA_JAX = "ppo_atari_envpool_xla_jax"
+XLA_JAX_SCAN = "ppo_atari_envpool_xla_jax_scan"
+# the checks each script's __main__ makes, in this order: check_ppo_args(args, whole_sequences),
+# then the env id
+SCRIPT_CHECKS = {
+    ENVPOOL: (False, check_envpool_atari_id),
+    GYMNASIUM: (False, check_gymnasium_atari_id),
+    LSTM: (True, check_gymnasium_atari_id),  # minibatches of whole env sequences
+    XLA_JAX: (False, check_envpool_atari_id),
+    XLA_JAX_SCAN: (False, check_envpool_atari_id),
+}
+
+
+def script_args(script: str, **flags):
+    """The script's own `Args`, with `flags` (as its command line would give them)."""
+    return importlib.import_module(f"cleanrl.{script}").Args(**flags)
+
+
+def check_script_args(script: str, args) -> None:
+    whole_sequences, check_env_id_of_script = SCRIPT_CHECKS[script]
+    check_ppo_args(args, whole_sequences=whole_sequences)
+    check_env_id_of_script(args.env_id)
+
+
+def usage_error(capsys, script: str, **flags) -> str:
+    """The one `error:` line with which the script's checks reject `flags` (exit code 2)."""
+    args = script_args(script, **flags)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        check_script_args(script, args)
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert out == "" and "Traceback" not in err
+    return lines[0]
+
+
+# the smoke sizes of the scripts' test files, with which the bad minibatch counts were found
+ENVPOOL_SMOKE = dict(num_envs=8, num_steps=32, total_timesteps=256)  # batch 256
+GYMNASIUM_SMOKE = dict(num_envs=1, num_steps=64, total_timesteps=256)  # batch 64
+# batch 48
+XLA_SMOKE = dict(num_envs=8, num_steps=6, update_epochs=1, num_minibatches=1, total_timesteps=256)
+
+# the same bad input in every script: (flags, words the error line must contain)
+EVERY_SCRIPT = {
+    "num-envs-0": (dict(num_envs=0), ["--num-envs", "0"]),
+    "update-epochs-0": (dict(update_epochs=0), ["--update-epochs", "0"]),
+    "negative-timesteps": (dict(total_timesteps=-5), ["--total-timesteps", "-5"]),
+    "below-one-batch": (dict(total_timesteps=100), ["--total-timesteps 100", "one batch"]),
+    "negative-checkpoint-every": (dict(checkpoint_every=-1), ["--checkpoint-every", "-1"]),
+}
+# bad input particular to one script (or one kind of script): (script, flags, words)
+PARTICULAR = {
+    # EnvPool scripts: EnvPool's Atari ids only
+    "envpool-env-id-v6": (ENVPOOL, dict(env_id="Breakout-v6"), ["Breakout-v6", "Breakout-v5"]),
+    "envpool-env-id-typo": (ENVPOOL, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
+    "envpool-not-atari": (ENVPOOL, dict(env_id="CartPole-v1"), ["CartPole-v1", "Atari"]),
+    "xla-env-id-typo": (XLA_JAX, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
+    "scan-env-id-typo": (XLA_JAX_SCAN, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
+    # gymnasium scripts: ALE ids without frame skip only, with a hint for the EnvPool id style
+    "gymnasium-envpool-id": (
+        GYMNASIUM,
+        dict(env_id="Breakout-v5"),
+        ["'Breakout-v5'", "BreakoutNoFrameskip-v4"],
+    ),
+    "gymnasium-not-atari": (GYMNASIUM, dict(env_id="CartPole-v1"), ["'CartPole-v1'"]),
+    "lstm-envpool-id": (
+        LSTM,
+        dict(env_id="Breakout-v5"),
+        ["'Breakout-v5'", "BreakoutNoFrameskip-v4"],
+    ),
+    # a minibatch count that does not divide the batch
+    "envpool-minibatches": (
+        ENVPOOL,
+        dict(ENVPOOL_SMOKE, num_minibatches=3),
+        ["--num-minibatches 3", "256"],
+    ),
+    "gymnasium-minibatches": (
+        GYMNASIUM,
+        dict(GYMNASIUM_SMOKE, num_minibatches=3),
+        ["--num-minibatches 3", "64"],
+    ),
+    "xla-minibatches": (XLA_JAX, dict(XLA_SMOKE, num_minibatches=5), ["--num-minibatches 5", "48"]),
+    "scan-minibatches": (
+        XLA_JAX_SCAN,
+        dict(XLA_SMOKE, num_minibatches=5),
+        ["--num-minibatches 5", "48"],
+    ),
+    "scan-num-envs-0-save-model": (
+        XLA_JAX_SCAN,
+        dict(save_model=True, num_envs=0),
+        ["--num-envs", "0"],
+    ),
+    # the LSTM's minibatches are whole env sequences: they must divide the envs, not only the
+    # batch (6 envs x 128 steps = 768 is divisible by 4)
+    "lstm-minibatches-of-whole-envs": (
+        LSTM,
+        dict(num_envs=6),
+        ["--num-minibatches 4", "--num-envs 6", "whole env sequences"],
+    ),
+    "lstm-minibatches-of-whole-envs-small": (
+        LSTM,
+        dict(num_envs=2, num_steps=64, total_timesteps=256),
+        ["--num-minibatches 4", "--num-envs 2", "whole env sequences"],
+    ),
+}
+BAD_INPUT = {
+    **{
+        f"{script}-{name}": (script, flags, words)
+        for name, (flags, words) in EVERY_SCRIPT.items()
+        for script in SCRIPT_CHECKS
+    },
+    **PARTICULAR,
+}
+
+
+@pytest.mark.parametrize("script", SCRIPT_CHECKS)
+def test_the_defaults_of_every_script_pass(script, capsys):
+    check_script_args(script, script_args(script))
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(("script", "flags", "words"), BAD_INPUT.values(), ids=list(BAD_INPUT))
+def test_bad_input_is_one_error_line_naming_the_flag(capsys, script, flags, words):
+    line = usage_error(capsys, script, **flags)
+    for word in words:
+        assert word in line, f"{word!r} not in {line!r}"
+
+
+def test_only_the_lstm_needs_minibatches_that_divide_the_envs(capsys):
+    # the batch arithmetic alone accepts 6 envs in 4 minibatches: whole sequences do not
+    for script in (ENVPOOL, GYMNASIUM, XLA_JAX, XLA_JAX_SCAN):
+        check_script_args(script, script_args(script, num_envs=6))
+    check_ppo_args(script_args(LSTM, num_envs=6))
+    assert capsys.readouterr() == ("", "")
+    line = usage_error(capsys, LSTM, num_envs=6)
+    assert "whole env sequences" in line
+    # 8 envs in 4 minibatches of 2 whole sequences: fine
+    check_script_args(LSTM, script_args(LSTM, num_envs=8, num_minibatches=4))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "check"),
+    [
+        ("Breakout-v5", check_envpool_atari_id),
+        ("SpaceInvaders-v5", check_envpool_atari_id),
+        ("BreakoutNoFrameskip-v4", check_gymnasium_atari_id),
+        ("MsPacmanNoFrameskip-v4", check_gymnasium_atari_id),
+    ],
+)
+def test_atari_ids_of_each_library_pass(capsys, env_id, check):
+    check(env_id)
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("env_id", "check", "words"),
+    [
+        # the other library's id of the same game is suggested
+        ("BreakoutNoFrameskip-v4", check_envpool_atari_id, ["did you mean Breakout-v5"]),
+        ("ALE/Breakout-v5", check_gymnasium_atari_id, ["did you mean BreakoutNoFrameskip-v"]),
+        ("Breakout-v4", check_gymnasium_atari_id, ["did you mean BreakoutNoFrameskip-v"]),
+        # not an Atari game at all
+        ("CartPole-v1", check_gymnasium_atari_id, ["without frame skip"]),
+    ],
+)
+def test_ids_the_scripts_cannot_use_get_a_hint(capsys, env_id, check, words):
+    with pytest.raises(SystemExit) as exit_info:
+        check(env_id)
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: unknown env id {env_id!r}")
+    for word in words:
+        assert word in line, f"{word!r} not in {line!r}"
+
+
+@pytest.mark.parametrize("script", SCRIPT_CHECKS)
+def test_each_script_checks_its_env_id_before_any_work(monkeypatch, tmp_path, capsys, script):
+    """The script itself (its `__main__`, in-process): an id of the other library is rejected
+    before a run folder exists."""
+    env_id = "BreakoutNoFrameskip-v4" if "envpool" in script else "Breakout-v5"
+    path = REPO_ROOT / "cleanrl" / f"{script}.py"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", [str(path), "--env-id", env_id])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(path), run_name="__main__")
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: unknown env id {env_id!r}"), lines
+    assert not list(tmp_path.iterdir())  # no runs/, videos/, wandb/

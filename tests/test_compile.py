@@ -6,6 +6,7 @@ eager one, with the same numbers. CUDA graphs need a GPU: without one, `--cudagr
 from __future__ import annotations
 
 import math
+import types
 
 import pytest
 import torch
@@ -85,12 +86,14 @@ def test_compiled_loss_gradients_and_gae_equal_eager(one_torch_thread):
 
     gen = torch.Generator().manual_seed(2)
     num_steps, num_envs = 16, 3
-    rewards = torch.randn(num_steps, num_envs, generator=gen)
-    values = torch.randn(num_steps, num_envs, generator=gen)
+    sizes = types.SimpleNamespace(num_steps=num_steps, num_envs=num_envs)
+    rollout = envpool_script.Rollout.zeros(sizes, (4, 84, 84), "cpu")  # what the script passes
+    rollout.rewards = torch.randn(num_steps, num_envs, generator=gen)
+    rollout.values = torch.randn(num_steps, num_envs, generator=gen)
     next_value = torch.randn(num_envs, generator=gen)
-    terminations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
-    truncations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
-    gae_inputs = (rewards, values, next_value, terminations, truncations, 0.99, 0.95)
+    rollout.terminations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
+    rollout.truncations = (torch.rand(num_steps, num_envs, generator=gen) < 0.1).float()
+    gae_inputs = (rollout, next_value, 0.99, 0.95)
     expected = envpool_script.compute_advantages(*gae_inputs)
     got = torch.compile(envpool_script.compute_advantages, dynamic=False)(*gae_inputs)
     for x, y in zip(got, expected):

@@ -14,6 +14,8 @@ backward TD(lambda) recursion, so a shared mistake is unlikely.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -60,15 +62,13 @@ def reference_advantages(rewards, values, next_value, terminations, truncations,
 
 def run_script(rewards, values, next_value, terminations, truncations, gamma=GAMMA, lam=LAMBDA):
     as_tensor = lambda x: torch.as_tensor(np.asarray(x, np.float32))  # noqa: E731
-    advantages, returns = compute_advantages(
-        as_tensor(rewards),
-        as_tensor(values),
-        as_tensor(next_value),
-        as_tensor(terminations),
-        as_tensor(truncations),
-        gamma,
-        lam,
+    rollout = types.SimpleNamespace(
+        rewards=as_tensor(rewards),
+        values=as_tensor(values),
+        terminations=as_tensor(terminations),
+        truncations=as_tensor(truncations),
     )
+    advantages, returns = compute_advantages(rollout, as_tensor(next_value), gamma, lam)
     return advantages.numpy().astype(np.float64), returns.numpy().astype(np.float64)
 
 

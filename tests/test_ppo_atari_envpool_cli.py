@@ -192,22 +192,11 @@ def truncated_model(path: Path) -> Path:
     return path
 
 
-BAD_TRAINING_ARGS = {
-    "env-id-v6": (["--env-id", "Breakout-v6"], ["Breakout-v6", "Breakout-v5"]),
-    "env-id-typo": (["--env-id", "Breakou-v5"], ["Breakou-v5", "Breakout-v5"]),
-    "not-atari": (["--env-id", "CartPole-v1"], ["CartPole-v1", "Atari"]),
-    "minibatches": ([*SMOKE, "--num-minibatches", "3"], ["--num-minibatches", "256"]),
-    "below-one-batch": (["--total-timesteps", "100"], ["--total-timesteps", "100"]),
-    "num-envs-0": (["--num-envs", "0"], ["--num-envs"]),
-    "negative-timesteps": (["--total-timesteps", "-5"], ["--total-timesteps", "-5"]),
-    "update-epochs-0": (["--update-epochs", "0"], ["--update-epochs"]),
-}
-
-
-@pytest.mark.parametrize("args, expected", BAD_TRAINING_ARGS.values(), ids=list(BAD_TRAINING_ARGS))
-def test_bad_training_input_fails_fast(tmp_path, args, expected):
-    proc = run_script(args, tmp_path, timeout=120)
-    assert_usage_error(proc, tmp_path, expected)
+def test_bad_training_input_fails_fast(tmp_path):
+    # the script as a process: exit code 2 and one error line before any folder is made; the
+    # whole table of bad input (env ids, batch arithmetic) is in test_checks.py, in-process
+    proc = run_script([*SMOKE, "--num-minibatches", "3"], tmp_path, timeout=120)
+    assert_usage_error(proc, tmp_path, ["--num-minibatches", "256"])
 
 
 @pytest.mark.parametrize("problem", ["missing", "truncated"])

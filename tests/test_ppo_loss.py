@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from cleanrl.ppo_atari_envpool import Agent, Rollout, explained_variance, ppo_loss, update
+from cleanrl.ppo_atari_envpool import Agent, Rollout, ppo_loss, update
+from cleanrl_utils.metrics import explained_variance
 
 NUM_ACTIONS = 4
 BATCH = 16
@@ -225,7 +226,8 @@ def test_minibatch_with_at_most_one_valid_transition_stays_finite(num_valid):
 
 def make_rollout(agent, num_steps=4, num_envs=2, seed=3):
     gen = torch.Generator().manual_seed(seed)
-    rollout = Rollout.zeros(num_steps, num_envs, (4, 84, 84), "cpu")
+    sizes = types.SimpleNamespace(num_steps=num_steps, num_envs=num_envs)
+    rollout = Rollout.zeros(sizes, (4, 84, 84), "cpu")
     rollout.obs[:] = torch.randint(0, 256, rollout.obs.shape, dtype=torch.uint8, generator=gen)
     rollout.actions[:] = torch.randint(0, NUM_ACTIONS, rollout.actions.shape, generator=gen)
     with torch.no_grad():
@@ -251,7 +253,7 @@ def run_update(agent, rollout, advantages, returns):
         target_kl=None,
     )
     np.random.seed(0)  # the minibatch shuffle
-    stats = update(agent, optimizer, args, rollout, advantages, returns)
+    stats = update(ppo_loss, agent, optimizer, args, rollout, advantages, returns)
     return agent, stats
 
 

@@ -10,6 +10,7 @@ what EnvPool really returned (`elapsed_step` tells which steps' actions reached 
 from __future__ import annotations
 
 import copy
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,7 +83,8 @@ def played():
         envs = RecordingEnvs(make_env(ENV_ID, NUM_ENVS, SEED, max_episode_steps=MAX_EPISODE_STEPS))
         agent = Agent(envs)
         obs_shape = envs.single_observation_space.shape
-        rollout = Rollout.zeros(NUM_STEPS, NUM_ENVS, obs_shape, "cpu")
+        sizes = types.SimpleNamespace(num_steps=NUM_STEPS, num_envs=NUM_ENVS)
+        rollout = Rollout.zeros(sizes, obs_shape, "cpu")
         next_obs, _ = envs.reset()
         next_obs = torch.from_numpy(next_obs)
         next_valid = np.ones(NUM_ENVS, dtype=bool)
@@ -90,7 +92,7 @@ def played():
         result = Played(agent, [], [], [], [], stats, {})
         for _ in range(NUM_ROLLOUTS):
             next_obs, next_valid, finished = collect_rollout(
-                agent, envs, rollout, next_obs, next_valid, stats
+                agent.get_action_and_value, envs, rollout, next_obs, next_valid, stats
             )
             result.rollouts.append(copy.deepcopy(rollout))
             result.next_obs.append(next_obs.clone())
@@ -152,15 +154,7 @@ def test_truncated_transition_bootstraps_from_stored_last_observation(played):
     for k, rollout in enumerate(played.rollouts):
         with torch.no_grad():
             next_value = played.agent.get_value(played.next_obs[k]).reshape(-1)
-            advantages, _ = compute_advantages(
-                rollout.rewards,
-                rollout.values,
-                next_value,
-                rollout.terminations,
-                rollout.truncations,
-                GAMMA,
-                LAMBDA,
-            )
+            advantages, _ = compute_advantages(rollout, next_value, GAMMA, LAMBDA)
         for t, env in torch.nonzero(rollout.truncations[:-1]).tolist():
             obs, last, fresh = rollout.obs[t, env], rollout.obs[t + 1, env], rollout.obs[t + 2, env]
             # obs[t + 1] continues the truncated episode's frame stack ...

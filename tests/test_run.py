@@ -1,0 +1,330 @@
+"""`cleanrl_utils.run.Run`, the run's lifecycle, in-process with real objects: a checkpoint gives
+back every object and RNG exactly (training continues bit for bit), `--resume` reconciles the
+arguments and refuses what it cannot use, stop signals end the run with a checkpoint, laps and
+progress are logged. The same behaviours with whole script processes are in test_resume.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import REPO_ROOT, read_scalars
+
+import cleanrl.ppo_atari_envpool as torch_script
+from cleanrl_utils.checkpoint import (
+    list_checkpoints,
+    read_checkpoint,
+    write_checkpoint,
+)
+from cleanrl_utils.run import CHECKPOINT_EXIT, KEEP, Run, games_seed
+
+SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
+SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers():
+    """`Run.start` installs SIGTERM/SIGUSR1 handlers: the test process gets its own back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def derive_sizes(args):
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+
+
+def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
+    """What a script does before its loop: parse, resolve --resume, derive the sizes, start."""
+    args = torch_script.Args(**{**SMALL, **flags})
+    run = Run(args, script, runs_dir=str(runs_dir))
+    derive_sizes(args)
+    run.start()
+    return run
+
+
+def torch_objects(seed: int):
+    torch.manual_seed(seed)
+    agent = torch_script.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
+    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+    return agent, optimizer
+
+
+def train_step(agent, optimizer):
+    """One gradient step whose data comes from the global torch and numpy RNGs."""
+    obs = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
+    keep = torch.from_numpy(np.random.permutation(6)[:4])
+    _, logprob, entropy, value = agent.get_action_and_value(obs[keep])
+    loss = (value.squeeze(-1) - logprob).pow(2).mean() - 0.01 * entropy.mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def rng_fingerprint():
+    return (random.random(), np.random.random(), torch.rand(1).item())
+
+
+def test_a_checkpoint_gives_back_every_object_and_rng_and_training_continues_bit_for_bit(
+    tmp_path,
+):
+    run = open_run(tmp_path, checkpoint_every=1)
+    agent, optimizer = torch_objects(seed=1)
+    avg_returns = deque([1.0, 2.0], maxlen=20)
+    state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+    run.restore(state)  # a new run: nothing to restore
+    for _ in range(3):
+        train_step(agent, optimizer)
+    run.end_iteration(1, 8, avg_returns, state)  # due: writes checkpoint 1
+    run.finish()
+    # the straight run goes on
+    train_step(agent, optimizer)
+    straight = {k: v.clone() for k, v in agent.state_dict().items()}
+    straight_rng = rng_fingerprint()
+
+    # a new process: other RNG states, other initial weights, an empty optimizer
+    random.seed(99), np.random.seed(99)
+    resumed = open_run(tmp_path, resume=str(run.dir))
+    agent2, optimizer2 = torch_objects(seed=99)
+    avg2 = deque(maxlen=20)
+    resumed.restore({"agent": agent2, "optimizer": optimizer2, "avg_returns": avg2})
+    assert list(avg2) == [1.0, 2.0]
+    assert (resumed.start_iteration, resumed.global_step) == (2, 8)
+    train_step(agent2, optimizer2)
+    for name, tensor in agent2.state_dict().items():
+        assert torch.equal(tensor, straight[name]), name
+    assert rng_fingerprint() == straight_rng
+    resumed.finish()
+
+
+def test_jax_state_restores_into_its_templates(tmp_path):
+    jax = pytest.importorskip("jax")
+    import optax
+    from flax.training.train_state import TrainState
+
+    import cleanrl.ppo_atari_envpool_xla_jax as jax_script
+
+    def new_state(seed):
+        # the script's AgentParams (flax asks `key in grads` of it), small enough to skip the CNN
+        w = jax.random.normal(jax.random.PRNGKey(seed), (3, 2))
+        params = jax_script.AgentParams({"w": w}, {"w": w[0]}, {"b": w[1, 0]})
+        return TrainState.create(apply_fn=None, params=params, tx=optax.adam(1e-3))
+
+    def step(agent_state, key):
+        """An Adam step whose gradient depends on the parameters and the key."""
+        key, noise_key = jax.random.split(key)
+        noise = jax.random.uniform(noise_key)
+        grads = jax.tree_util.tree_map(lambda p: jax.numpy.sin(p) + noise, agent_state.params)
+        return agent_state.apply_gradients(grads=grads), key
+
+    run = open_run(tmp_path, checkpoint_every=1)
+    agent_state, key = new_state(0), jax.random.PRNGKey(5)
+    agent_state, key = step(agent_state, key)
+    run.restore({"agent_state": agent_state, "key": key})
+    # end_iteration also takes a function: the state is read only when a checkpoint is written
+    run.end_iteration(1, 8, [], lambda: {"agent_state": agent_state, "key": key})
+    run.finish()
+    straight, straight_key = step(agent_state, key)
+
+    resumed = open_run(tmp_path, resume=str(run.dir))
+    state = resumed.restore({"agent_state": new_state(1), "key": jax.random.PRNGKey(0)})
+    assert np.array_equal(state["key"], key)
+    assert int(state["agent_state"].step) == 1
+    again, again_key = step(state["agent_state"], state["key"])
+    assert np.array_equal(straight_key, again_key)
+    for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(again)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    resumed.finish()
+
+
+def test_resume_takes_the_checkpoints_arguments_for_the_flags_left_at_their_defaults(
+    tmp_path, capsys
+):
+    run = open_run(tmp_path, checkpoint_every=1, learning_rate=1e-3, seed=7)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    run.finish()
+    # flags not given take the checkpoint's values; free flags may change
+    args = torch_script.Args(resume=str(run.dir), save_model=True)
+    resumed = Run(args, SCRIPT, runs_dir=str(tmp_path))
+    assert (args.learning_rate, args.seed, args.num_envs, args.save_model) == (1e-3, 7, 2, True)
+    assert resumed.name == run.name and resumed.dir == run.dir.resolve()
+    assert resumed.games_seed == games_seed(7, 2) != 7
+    assert "resuming" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("contradicting", "the checkpoint was made with --num-envs 2, this command gives 4"),
+        ("other_script", "was written by ppo_atari_envpool.py, not ppo_atari.py"),
+        ("no_checkpoint", "no checkpoint (checkpoint_*.ckpt) in that folder"),
+        ("all_corrupt", "no readable checkpoint"),
+        ("missing", "no such run folder or checkpoint file"),
+        ("other_state", "the checkpoint has no 'optimizer'"),
+    ],
+)
+def test_a_resume_it_cannot_use_is_one_error_line_and_exit_code_2(tmp_path, capsys, case, message):
+    run = open_run(tmp_path, checkpoint_every=1)
+    run.restore({})
+    run.end_iteration(1, 8, [], {"agent": {}})
+    run.finish()
+    target, flags, script = str(run.dir), {}, SCRIPT
+    if case == "contradicting":
+        flags = {"num_envs": 4}
+    elif case == "other_script":
+        script = str(REPO_ROOT / "cleanrl" / "ppo_atari.py")
+    elif case == "no_checkpoint":
+        for path in list_checkpoints(run.dir):
+            path.unlink()
+    elif case == "all_corrupt":
+        for path in list_checkpoints(run.dir):
+            path.write_bytes(b"garbage")
+    elif case == "missing":
+        target = str(tmp_path / "nothing_here")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        resumed = Run(torch_script.Args(resume=target, **flags), script, runs_dir=str(tmp_path))
+        derive_sizes(resumed.args)
+        resumed.start()
+        resumed.restore({"agent": {}, "optimizer": {}})
+    assert exit_info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], errors
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path, capsys):
+    run = open_run(tmp_path, checkpoint_every=1)
+    run.restore({})
+    for iteration in (1, 2):
+        run.end_iteration(iteration, 8 * iteration, [], {"x": iteration})
+    run.finish()
+    newest = run.dir / "checkpoint_0000002.ckpt"
+    newest.write_bytes(newest.read_bytes()[:100])
+    resumed = open_run(tmp_path, resume=str(run.dir))
+    assert resumed.restore({"x": 0}) == {"x": 1}
+    assert f"warning: checkpoint {newest} is corrupt: checksum mismatch" in capsys.readouterr().err
+    resumed.finish()
+
+
+def test_resume_auto_takes_the_newest_run_with_a_checkpoint_or_starts_a_new_one(tmp_path, capsys):
+    args = torch_script.Args(resume="auto", **SMALL)
+    fresh = Run(args, SCRIPT, runs_dir=str(tmp_path))
+    assert fresh.start_iteration == 1 and fresh.games_seed == args.seed
+    assert "no checkpoint of ppo_atari_envpool" in capsys.readouterr().err
+    older = open_run(tmp_path, checkpoint_every=1)
+    older.restore({})
+    older.end_iteration(1, 8, [], {})
+    older.finish()
+    newer_dir = tmp_path / f"Breakout-v5__ppo_atari_envpool__1__{int(time.time()) + 10}"
+    newer_dir.mkdir()  # a newer run without a checkpoint (killed at once) is skipped
+    resumed = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert resumed.name == older.name and resumed.start_iteration == 2
+
+
+def test_a_finished_run_says_so_and_exits_0(tmp_path, capsys):
+    run = open_run(tmp_path)
+    run.restore({})
+    for iteration in range(1, 6):  # 40 steps of 8: the last iteration writes a checkpoint
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    run.finish()
+    assert [p.name for p in list_checkpoints(run.dir)] == ["checkpoint_0000005.ckpt"]
+    with pytest.raises(SystemExit) as exit_info:
+        Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
+    assert exit_info.value.code == 0
+    assert "has already finished (5 iterations, 40 steps): nothing to do" in capsys.readouterr().out
+
+
+def test_a_stop_signal_writes_a_checkpoint_stops_the_loop_and_exits_75(tmp_path, capsys):
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    assert not run.stop_requested and list_checkpoints(run.dir) == []
+    os.kill(os.getpid(), signal.SIGTERM)  # handled: the process goes on
+    assert not run.stop_requested  # ...until the iteration ends
+    run.end_iteration(2, 16, [], {"x": 2})
+    assert run.stop_requested
+    (checkpoint,) = list_checkpoints(run.dir)
+    assert read_checkpoint(checkpoint)["iteration"] == 2
+    assert run.finish() == CHECKPOINT_EXIT
+    err = capsys.readouterr().err
+    assert "received SIGTERM: finishing this iteration" in err
+    assert f"continue with --resume {run.dir})" in err
+
+
+def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_path):
+    run = open_run(tmp_path, checkpoint_every=1)
+    writer = run.writer
+    run.restore({})
+    for iteration in (1, 2, 3):
+        writer.add_scalar("losses/x", float(iteration), 8 * iteration)
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    names = [p.name for p in list_checkpoints(run.dir)]
+    assert names == ["checkpoint_0000003.ckpt", "checkpoint_0000002.ckpt"] and KEEP == 2
+    # flushed before each checkpoint: TensorBoard already holds every scalar up to it
+    assert [s for s, _ in read_scalars(run.dir)["losses/x"]] == [8, 16, 24]
+    run.finish()
+
+
+def test_laps_time_each_phase_and_end_iteration_logs_them(tmp_path):
+    run = open_run(tmp_path)
+    run.restore({})
+    time.sleep(0.05)
+    run.lap("rollout")
+    time.sleep(0.02)
+    run.lap("update")
+    run.end_iteration(1, 8, [3.0], {})
+    run.finish()
+    scalars = read_scalars(run.dir)
+    (rollout,) = scalars["time/rollout"]
+    (update,) = scalars["time/update"]
+    assert rollout[0] == update[0] == 8
+    assert 0.04 < rollout[1] < 1.0 and 0.015 < update[1] < 1.0
+
+
+def test_config_json_records_the_run_and_each_resumption(tmp_path):
+    run = open_run(tmp_path, checkpoint_every=1)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    run.finish()
+    sys_argv = sys.argv
+    sys.argv = ["ppo_atari_envpool.py", "--resume", str(run.dir)]
+    try:
+        open_run(tmp_path, resume=str(run.dir)).finish()
+    finally:
+        sys.argv = sys_argv
+    config = json.loads((run.dir / "config.json").read_text())
+    assert config["run_name"] == run.name and config["args"]["num_envs"] == 2
+    assert len(config["resumes"]) == 1 and "--resume" in config["resumes"][0]["command"]
+
+
+def test_checkpoints_written_before_the_lifecycle_module_still_resume(tmp_path):
+    """Checkpoints of the previous layout kept the training time inside the script's state."""
+    run = open_run(tmp_path, checkpoint_every=1)
+    run.restore({})
+    run.end_iteration(1, 8, [], {"avg_returns": [4.0]})
+    run.finish()
+    path = list_checkpoints(run.dir)[0]
+    payload = read_checkpoint(path)
+    payload["state"]["elapsed"] = payload.pop("elapsed") + 1000.0
+    payload["state"]["lstm_state"] = "not read by any resume"
+    write_checkpoint(path, payload)
+    resumed = open_run(tmp_path, resume=str(run.dir))
+    avg = deque(maxlen=20)
+    resumed.restore({"avg_returns": avg})
+    assert list(avg) == [4.0] and time.time() - resumed.start_time > 1000.0
+    resumed.finish()
