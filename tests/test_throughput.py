@@ -143,7 +143,7 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, message, capsys):
 
 
 def test_bad_input_from_the_command_line(tmp_path):
-    """Run as a script from another folder (no package import needed), nothing but the line."""
+    """Run as a script from another folder (its own checkout's package, installed or not): the line."""
     proc = run_script(["--iterations", "0"], tmp_path, script=BENCHMARK, timeout=120)
     assert proc.returncode == 2, describe(proc)
     assert proc.stderr.splitlines() == ["error: --iterations must be at least 1, got 0"]
