@@ -1,49 +1,7 @@
 """Steps per second of the five PPO Atari scripts on this machine, side by side, in one run, next
 to what the machine allows at all: the env stepping random actions alone, and the network's
-compute alone.
-
-Method. Each script runs in a fresh process and a temporary folder for `--burn-in` +
-`--iterations` training iterations (by default 8 envs x 128 steps = 1,024 steps and 4 epochs x 4
-minibatches = 16 gradient steps of 256 per iteration), with `--checkpoint-every 0` (one
-checkpoint, at the end). Its TensorBoard log gives the seconds since the start of training at
-the end of every iteration (`global_step / charts/SPS`), so:
-
-- steady SPS: steps per second over the measured iterations, those after the burn-in; with
-  `--repeats`, the median over the repeats, and their spread (min-max);
-- s/iter: seconds per measured iteration, and its split into the rollout (env steps and
-  inference), the advantages (GAE) and the update (gradient steps), from the `time/rollout`,
-  `time/advantages` and `time/update` scalars every script logs (the JAX scripts wait for each
-  phase's result before timing it);
-- 1st iter +: the first iteration's time minus one steady iteration: XLA's compilation in the JAX
-  scripts, warm-up in the torch ones;
-- startup: the process's wall-clock time minus its training time: imports, env creation and
-  logging set-up (and also the final checkpoint and the exit);
-- peak MiB: the largest resident set size of the process (`ru_maxrss` from `os.wait4`);
-- own SPS: the script's last `charts/SPS`, what the script itself shows: all its steps over its
-  own training time, the first iteration included;
-- outside SPS: steps per second on this benchmark's clock. A script whose output is not a
-  terminal prints a progress line at the end of its first and of its last iteration; this
-  benchmark timestamps the lines as they arrive, and divides the steps between them by the
-  seconds between them. The start of training cannot be seen from outside, so this leaves out the
-  first iteration, as the steady SPS does with `--burn-in 1`: the two then cover the same
-  iterations on two clocks, while own/outside shows how far the script's own figure (first
-  iteration included) is from the steady speed.
-
-Bounds (`--bounds`, on by default), each measured in a fresh process in the same run (and in
-every repeat):
-
-- EnvPool alone: `envpool.make(...)` as in the EnvPool scripts, random actions, env steps/s;
-- gymnasium alone: `make_env` of `cleanrl/ppo_atari.py` (the classic wrappers, a synchronous
-  vector env), random actions, env steps/s;
-- compute alone: the torch `Agent` of `cleanrl/ppo_atari_envpool.py` on random uint8 frames, on
-  the GPU if there is one: one iteration's rollout forward passes (`num_steps` batches of
-  `num_envs`, no gradient) and its gradient steps (forward, backward, gradient clipping, Adam),
-  the fastest of `--bound-iterations` after a warm-up. It is the same network as every script's
-  but the LSTM script's (which has more to compute) and the JAX scripts' (same network, XLA's
-  kernels rather than torch's);
-- since the scripts step the envs and compute in turn, a script's bound is
-  1 / (1 / env steps/s + 1 / compute steps/s), with the env it uses; `of bound` is its steady
-  SPS over that.
+compute alone (the bounds, `benchmark/machine.py`). docs/throughput.md describes the method and
+every column.
 
     python benchmark/throughput.py                          # all five, 1 + 5 iterations each
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
@@ -51,22 +9,15 @@ every repeat):
     git worktree add /tmp/base HEAD~1       # a change's effect: the old code, pair by pair
     python benchmark/throughput.py --scripts ppo_atari_envpool --repeats 3 --baseline /tmp/base
 
-Caveats. Run it on an otherwise idle machine: the scripts use every core (torch's and XLA's
-thread pools, EnvPool's threads), and anything else running changes the numbers. Numbers are
-only comparable within one run (same machine, same load, same settings); `--repeats` shows how
-much they move.
+Run it on an otherwise idle machine, and compare numbers only within one run.
 """
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
-import importlib.util
 import json
 import os
 import re
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -80,6 +31,15 @@ from typing import Annotated
 import tyro
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# this checkout's cleanrl_utils and cleanrl (installed or not), and machine.py beside this file
+for folder in (REPO_ROOT, REPO_ROOT / "benchmark"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+from machine import Sizes, machine_line, measure_bound_here  # noqa: E402
+
+from cleanrl_utils.report.events import event_files, read_event_file  # noqa: E402
+from cleanrl_utils.report.tables import markdown_table  # noqa: E402
+
 # short name -> the env it steps: "envpool" (`Game-v5`) or "gymnasium" (`GameNoFrameskip-v4`)
 SCRIPTS = {
     "ppo_atari_envpool": "envpool",
@@ -97,7 +57,7 @@ PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/progress.py, no
 @dataclass
 class Args:
     """Steps per second of the PPO Atari scripts on this machine, side by side, with the env's and
-    the network's own speed as bounds. See the top of benchmark/throughput.py for the method."""
+    the network's own speed as bounds. See docs/throughput.md for the method."""
 
     scripts: list[str] = field(default_factory=lambda: list(SCRIPTS))
     """the scripts to run, by short name (`ppo_atari_envpool`), in this order"""
@@ -129,38 +89,6 @@ class UsageError(Exception):
     """Bad command-line input: reported as one `error:` line, exit code 2, before any work."""
 
 
-@dataclass
-class Sizes:
-    """One iteration's sizes, as the scripts see them (their defaults, or `--extra-args`)."""
-
-    num_envs: int = 8
-    num_steps: int = 128
-    num_minibatches: int = 4
-    update_epochs: int = 4
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def gradient_steps(self) -> int:
-        return self.update_epochs * self.num_minibatches
-
-    @classmethod
-    def from_argv(cls, argv: list[str]) -> Sizes:
-        defaults = cls()
-        return cls(
-            **{
-                name: flag_value(argv, name.replace("_", "-"), getattr(defaults, name))
-                for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs")
-            }
-        )
-
-
 def flag_value(argv: list[str], name: str, default: int) -> int:
     """The value of `--name` in argv (`--num-envs 16`, `--num_envs 16` or `--num-envs=16`); the
     last one counts, as in tyro."""
@@ -177,6 +105,18 @@ def flag_value(argv: list[str], name: str, default: int) -> int:
             except ValueError:
                 raise UsageError(f"{key} in --extra-args takes an integer, got {text!r}") from None
     return value
+
+
+def sizes_from_argv(argv: list[str]) -> Sizes:
+    """The sizes that `argv` (`--extra-args`) gives the scripts; the defaults for the rest."""
+    defaults = Sizes()
+    names = ("num_envs", "num_steps", "num_minibatches", "update_epochs")
+    return Sizes(
+        **{
+            name: flag_value(argv, name.replace("_", "-"), getattr(defaults, name))
+            for name in names
+        }
+    )
 
 
 def script_name(text: str) -> str:
@@ -210,7 +150,7 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
         extra = shlex.split(args.extra_args)
     except ValueError as e:
         raise UsageError(f"--extra-args cannot be split into flags: {e}") from None
-    sizes = Sizes.from_argv(extra)
+    sizes = sizes_from_argv(extra)
     for name, value in vars(sizes).items():
         if value < 1:
             raise UsageError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")
@@ -271,8 +211,8 @@ class RunFailed(Exception):
 
 
 @dataclass
-class Run:
-    """One run of one script."""
+class Measurement:
+    """One run of one script, as measured."""
 
     script: str
     batch_size: int
@@ -312,14 +252,12 @@ class Run:
 def read_sps(run_dir: Path) -> tuple[int, list[float], float, dict[str, list[float]]]:
     """(batch size, seconds since the start of training at the end of each iteration, the last
     `charts/SPS`, each phase's seconds per iteration) from a run's TensorBoard log."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    (events,) = run_dir.glob("events.out.tfevents.*")
-    accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
-    accumulator.Reload()
-    points = accumulator.Scalars("charts/SPS")
-    phases = {phase: [p.value for p in accumulator.Scalars(f"time/{phase}")] for phase in PHASES}
-    return points[0].step, [p.step / p.value for p in points], points[-1].value, phases
+    (events,) = event_files(run_dir)
+    tags = {phase: f"time/{phase}" for phase in PHASES}
+    scalars = read_event_file(events, ("charts/SPS", *tags.values())).scalars
+    points = [(step, value) for step, _, value in scalars["charts/SPS"]]
+    phases = {phase: [value for *_, value in scalars[tag]] for phase, tag in tags.items()}
+    return points[0][0], [step / value for step, value in points], points[-1][1], phases
 
 
 def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, int]], float, float]:
@@ -356,7 +294,7 @@ def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, in
     return text, progress, wall, usage.ru_maxrss / 1024
 
 
-def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Run:
+def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Measurement:
     iterations = args.burn_in + args.iterations
     command = [
         sys.executable,
@@ -380,7 +318,9 @@ def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) ->
         raise RunFailed(
             f"{script} logged {len(times)} iterations, none after a burn-in of {args.burn_in}"
         )
-    run = Run(script, batch_size, times, last_sps, progress, wall, peak, args.burn_in, phases)
+    run = Measurement(
+        script, batch_size, times, last_sps, progress, wall, peak, args.burn_in, phases
+    )
     print(
         f"  {run.steady_sps:,.1f} steady SPS, {run.wall:.1f} s wall, {run.peak_rss_mib:.0f} MiB",
         flush=True,
@@ -389,123 +329,6 @@ def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) ->
 
 
 # --- bounds ---------------------------------------------------------------------------------------
-
-
-def load_script(name: str):
-    """A script of `cleanrl/` as a module: its definitions, not its training (the script's
-    `if __name__ == "__main__"` part does not run)."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))  # the scripts import cleanrl_utils
-    path = REPO_ROOT / "cleanrl" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_throughput_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through it
-    spec.loader.exec_module(module)
-    return module
-
-
-def bound_envpool(env_id: str, num_envs: int, steps: int) -> dict:
-    import envpool
-    import numpy as np
-
-    # as `make_env` in the EnvPool scripts
-    envs = envpool.make(
-        env_id, env_type="gym", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=1
-    )
-    n_actions = envs.action_space.n
-    envs.reset()
-    start = time.perf_counter()
-    for _ in range(steps):
-        envs.step(np.random.randint(0, n_actions, num_envs))
-    elapsed = time.perf_counter() - start
-    envs.close()
-    return {"sps": steps * num_envs / elapsed, "num_envs": num_envs}
-
-
-def bound_gymnasium(env_id: str, num_envs: int, steps: int) -> dict:
-    envs = load_script("ppo_atari").make_env(env_id, num_envs, 1)
-    envs.action_space.seed(1)
-    envs.reset()
-    start = time.perf_counter()
-    for _ in range(steps):
-        envs.step(envs.action_space.sample())
-    elapsed = time.perf_counter() - start
-    envs.close()
-    return {"sps": steps * num_envs / elapsed, "num_envs": num_envs}
-
-
-def bound_compute(sizes: dict, iterations: int) -> dict:
-    import types
-
-    import gymnasium
-    import torch
-    import torch.nn as nn
-
-    sizes = Sizes(**sizes)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.manual_seed(1)
-    envs = types.SimpleNamespace(single_action_space=gymnasium.spaces.Discrete(4))
-    agent = load_script("ppo_atari_envpool").Agent(envs).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
-
-    def frames(n):
-        return torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8, device=device)
-
-    next_obs, b_obs = frames(sizes.num_envs), frames(sizes.batch_size)
-    b_actions = torch.randint(0, 4, (sizes.batch_size,), device=device)
-    b_advantages, b_returns = (torch.randn(sizes.batch_size, device=device) for _ in range(2))
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    def rollout_forward(steps):
-        with torch.no_grad():
-            for _ in range(steps):
-                agent.get_action_and_value(next_obs)
-        sync()
-
-    def update(gradient_steps):
-        for _ in range(gradient_steps):
-            mb = torch.randint(0, sizes.batch_size, (sizes.minibatch_size,), device=device)
-            _, logprob, entropy, value = agent.get_action_and_value(b_obs[mb], b_actions[mb])
-            loss = (
-                -(logprob * b_advantages[mb]).mean()
-                + 0.5 * ((value.flatten() - b_returns[mb]) ** 2).mean()
-                - 0.01 * entropy.mean()
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
-            optimizer.step()
-        sync()
-
-    rollout_forward(1)  # warm-up
-    update(1)
-    timings = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        rollout_forward(sizes.num_steps)
-        middle = time.perf_counter()
-        update(sizes.gradient_steps)
-        timings.append((middle - start, time.perf_counter() - middle))
-    forward_s, update_s = min(timings, key=sum)
-    return {
-        "forward_s": forward_s,
-        "update_s": update_s,
-        "sps": sizes.batch_size / (forward_s + update_s),
-        "device": device.type,
-        "threads": torch.get_num_threads(),
-    }
-
-
-BOUNDS = {"envpool": bound_envpool, "gymnasium": bound_gymnasium, "compute": bound_compute}
-
-
-def measure_bound_here(kind: str, params_json: str) -> None:
-    """The internal mode (`--_bound KIND JSON`): measure one bound in this fresh process."""
-    result = BOUNDS[kind](**json.loads(params_json))
-    print(f"result: {json.dumps(result)}", flush=True)
 
 
 def run_bound(kind: str, params: dict) -> dict:
@@ -538,43 +361,6 @@ def bound_params(args: Args, sizes: Sizes) -> dict[str, dict]:
 # --- the report -----------------------------------------------------------------------------------
 
 
-def machine_line() -> str:
-    """CPU model, cores, GPU, library versions, load and date."""
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpu = "no GPU"
-    if shutil.which("nvidia-smi"):
-        try:
-            names = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            ).stdout.split("\n")
-            gpu = ", ".join(n.strip() for n in names if n.strip()) or gpu
-        except (OSError, subprocess.SubprocessError):
-            pass
-
-    def version(package):
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
-
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    return (
-        f"{cpu}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), {gpu}; "
-        f"torch {version('torch')}, jax {version('jax')}; "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
-        f"load average {load} at the start; {date}"
-    )
-
-
 def settings_line(args: Args, sizes: Sizes) -> str:
     extra = f"; extra args: `{args.extra_args}`" if args.extra_args else ""
     return (
@@ -592,18 +378,18 @@ def fmt_sps(x: float) -> str:
 
 
 COLUMNS = [
-    ("script", "<"),
-    ("steady SPS", ">"),
-    ("spread", ">"),
-    ("s/iter", ">"),
-    ("rollout + adv. + update", ">"),
-    ("1st iter +", ">"),
-    ("startup", ">"),
-    ("peak MiB", ">"),
-    ("own SPS", ">"),
-    ("outside SPS", ">"),
-    ("own/outside", ">"),
-    ("of bound", ">"),
+    ("script", "l"),
+    ("steady SPS", "r"),
+    ("spread", "r"),
+    ("s/iter", "r"),
+    ("rollout + adv. + update", "r"),
+    ("1st iter +", "r"),
+    ("startup", "r"),
+    ("peak MiB", "r"),
+    ("own SPS", "r"),
+    ("outside SPS", "r"),
+    ("own/outside", "r"),
+    ("of bound", "r"),
 ]
 
 
@@ -617,7 +403,7 @@ class Summary:
     bounds: dict[str, float]  # "envpool", "gymnasium", "compute", and the scripts' bounds
 
 
-def summarize(runs: dict[str, list[Run]], bound_runs: dict[str, list[dict]]) -> Summary:
+def summarize(runs: dict[str, list[Measurement]], bound_runs: dict[str, list[dict]]) -> Summary:
     def med(values):
         return statistics.median(values)
 
@@ -676,20 +462,14 @@ def summarize(runs: dict[str, list[Run]], bound_runs: dict[str, list[dict]]) -> 
 
 
 def text_table(header: list[str], rows: list[list[str]], align: list[str]) -> str:
+    """A plain-text table with aligned columns; `align` holds `l` or `r` per column."""
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    specs = ["<" if a == "l" else ">" for a in align]
 
     def line(cells):
-        return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, align, widths)).rstrip()
+        return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, specs, widths)).rstrip()
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
-
-
-def markdown_table(header: list[str], rows: list[list[str]], align: list[str]) -> str:
-    def line(cells):
-        return "| " + " | ".join(cells) + " |"
-
-    rule = "|" + "|".join("---:" if a == ">" else "---" for a in align) + "|"
-    return "\n".join([line(header), rule, *map(line, rows)])
 
 
 LEGEND = (
@@ -704,7 +484,7 @@ LEGEND = (
     "over the env's and the torch compute's speed done in turn, 1/(1/env + 1/compute); the JAX "
     "scripts' compute is XLA's, which can beat torch's."
 )
-BOUND_HEADER = (["bound", "steps/s", "how"], ["<", ">", "<"])
+BOUND_HEADER = (["bound", "steps/s", "how"], ["l", "r", "l"])
 
 
 def report(args: Args, sizes: Sizes, machine: str, summary: Summary) -> str:
@@ -726,16 +506,16 @@ def markdown_report(args: Args, sizes: Sizes, machine: str, summary: Summary) ->
     parts = [
         f"Machine: {machine}.",
         f"Settings: {settings_line(args, sizes)}.",
-        markdown_table(header, rows, align),
+        markdown_table(header, rows, align).rstrip("\n"),
     ]
     if summary.bound_rows:
         rows = [row + [""] * (3 - len(row)) for row in summary.bound_rows]
-        parts.append(markdown_table(BOUND_HEADER[0], rows, BOUND_HEADER[1]))
+        parts.append(markdown_table(BOUND_HEADER[0], rows, BOUND_HEADER[1]).rstrip("\n"))
     parts.append(LEGEND)
     return "<!-- written by benchmark/throughput.py -->\n" + "\n\n".join(parts) + "\n"
 
 
-def baseline_ratios(runs: dict[str, list[Run]], scripts: list[str]) -> str:
+def baseline_ratios(runs: dict[str, list[Measurement]], scripts: list[str]) -> str:
     """Steady SPS of this checkout over the baseline's, pair by pair (each pair ran back to back)."""
     lines = ["steady SPS, this checkout / baseline, per pair (median):"]
     for script in scripts:
@@ -759,7 +539,7 @@ def main(argv: list[str] | None = None) -> Summary | None:
     machine = machine_line()
     print(f"{machine}\n{settings_line(args, sizes)}", flush=True)
     params = bound_params(args, sizes) if args.bounds else {}
-    runs: dict[str, list[Run]] = {}
+    runs: dict[str, list[Measurement]] = {}
     for script in args.scripts:  # the baseline's row right above its script's
         if args.baseline:
             runs[f"{script} (baseline)"] = []

@@ -4,8 +4,9 @@
     python -m cleanrl_utils.benchmark --env-ids Pong-v5 Breakout-v5 --num-seeds 3 --workers 2 \
         --command "python cleanrl/ppo_atari_envpool.py"
 
-Every run is `COMMAND --env-id ENV_ID --seed SEED`, env-major: run i has env_ids[i // num_seeds]
-and seed start_seed + i % num_seeds, the same order as the SLURM array's task ids.
+Every job (one run) is `COMMAND --env-id ENV_ID --seed SEED`, env-major: job i has
+env_ids[i // num_seeds] and seed start_seed + i % num_seeds, the same order as the SLURM array's
+task ids.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import tyro
 
 from cleanrl_utils.checks import fail
+from cleanrl_utils.progress import format_seconds
 
 
 @dataclass
@@ -72,7 +74,9 @@ INTERRUPTED = 130  # the shell's exit code for a process stopped by Ctrl-C
 
 
 @dataclass(frozen=True)
-class Run:
+class Job:
+    """One command of the sweep: the training command for one env id and seed."""
+
     env_id: str
     seed: int
     command: str
@@ -91,7 +95,7 @@ class Result:
     """How a run ended: its exit code (negative: killed by that signal) and, for a SLURM task,
     its job state."""
 
-    run: Run
+    job: Job
     exit_code: int
     seconds: float | None = None
     log: Path | None = None
@@ -117,10 +121,10 @@ def killed_by(signum: int) -> str:
         return f"killed by signal {signum}"
 
 
-def make_runs(args: Args) -> list[Run]:
+def make_jobs(args: Args) -> list[Job]:
     seeds = range(args.start_seed, args.start_seed + args.num_seeds)
     return [
-        Run(env_id, seed, f"{args.command} --env-id {shlex.quote(env_id)} --seed {seed}")
+        Job(env_id, seed, f"{args.command} --env-id {shlex.quote(env_id)} --seed {seed}")
         for env_id in args.env_ids
         for seed in seeds
     ]
@@ -205,7 +209,7 @@ def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
 
 def report_failure(result: Result) -> None:
     print(
-        f"[FAILED] {result.run.name}: {result.describe()}; last lines of {result.log}:\n"
+        f"[FAILED] {result.job.name}: {result.describe()}; last lines of {result.log}:\n"
         f"{log_tail(result.log)}",
         flush=True,
     )
@@ -216,15 +220,8 @@ def print_summary(results: list[Result]) -> int:
     failed = [r for r in results if not r.ok]
     print(f"======= {len(results) - len(failed)} of {len(results)} runs succeeded")
     for r in results:
-        print(f"  {'ok    ' if r.ok else 'FAILED'}  {r.run.name}: {r.describe()}  log: {r.log}")
+        print(f"  {'ok    ' if r.ok else 'FAILED'}  {r.job.name}: {r.describe()}  log: {r.log}")
     return 1 if failed else 0
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,18 +249,18 @@ class StopRequest:
 
 @dataclass
 class Running:
-    run: Run
+    job: Job
     process: subprocess.Popen
     start: float
     log: Path
 
 
-def start_run(run: Run, log: Path, env: dict) -> Running | Result:
+def start_job(job: Job, log: Path, env: dict) -> Running | Result:
     """Start a run in its own process group, so that stopping it stops its children too."""
     with open(log, "wb") as out:
         try:
             process = subprocess.Popen(
-                shlex.split(run.command),
+                shlex.split(job.command),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -271,12 +268,12 @@ def start_run(run: Run, log: Path, env: dict) -> Running | Result:
                 start_new_session=True,
             )
         except OSError as e:  # no such program: reported like a shell would, exit code 127
-            out.write(f"cannot start {run.command!r}: {e}\n".encode())
-            return Result(run, 127, 0.0, log)
-    return Running(run, process, time.monotonic(), log)
+            out.write(f"cannot start {job.command!r}: {e}\n".encode())
+            return Result(job, 127, 0.0, log)
+    return Running(job, process, time.monotonic(), log)
 
 
-def stop_runs(running: list[Running]) -> None:
+def stop_jobs(running: list[Running]) -> None:
     """SIGTERM every run's process group, then SIGKILL what is left after STOP_GRACE_S."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for r in running:
@@ -293,10 +290,10 @@ def stop_runs(running: list[Running]) -> None:
         r.process.wait()
 
 
-def run_local(runs: list[Run], workers: int, log_dir: Path, env: dict) -> int:
+def run_local(jobs: list[Job], workers: int, log_dir: Path, env: dict) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"======= running {len(runs)} runs, {workers} at a time; logs in {log_dir}/", flush=True)
-    waiting = deque(runs)
+    print(f"======= running {len(jobs)} runs, {workers} at a time; logs in {log_dir}/", flush=True)
+    waiting = deque(jobs)
     running: list[Running] = []
     results: list[Result] = []
 
@@ -310,33 +307,33 @@ def run_local(runs: list[Run], workers: int, log_dir: Path, env: dict) -> int:
     with StopRequest() as stop:
         while (waiting or running) and not stop.requested:
             while waiting and len(running) < workers:
-                run = waiting.popleft()
-                started = start_run(run, log_dir / run.log_name, env)
+                job = waiting.popleft()
+                started = start_job(job, log_dir / job.log_name, env)
                 if isinstance(started, Result):
                     results.append(started)
                     report_failure(started)
                     continue
                 running.append(started)
-                print(f"[start]  {run.name}  {counts()}  log: {started.log}", flush=True)
+                print(f"[start]  {job.name}  {counts()}  log: {started.log}", flush=True)
             for r in [r for r in running if r.process.poll() is not None]:
                 running.remove(r)
                 seconds = time.monotonic() - r.start
-                result = Result(r.run, r.process.returncode, seconds, r.log)
+                result = Result(r.job, r.process.returncode, seconds, r.log)
                 results.append(result)
                 if result.ok:
-                    print(f"[done]   {r.run.name} in {format_seconds(seconds)}  {counts()}")
+                    print(f"[done]   {r.job.name} in {format_seconds(seconds)}  {counts()}")
                 else:
                     report_failure(result)
             sys.stdout.flush()
             time.sleep(POLL_S)
         if stop.requested:
             print(f"\n======= interrupted: stopping {len(running)} running runs", flush=True)
-            stop_runs(running)
-            unfinished = [f"{r.run.name} (stopped)" for r in running]
-            unfinished += [f"{run.name} (not started)" for run in waiting]
+            stop_jobs(running)
+            unfinished = [f"{r.job.name} (stopped)" for r in running]
+            unfinished += [f"{job.name} (not started)" for job in waiting]
             print(f"{len(unfinished)} runs did not finish:", *unfinished, sep="\n  ", flush=True)
             return INTERRUPTED
-    return print_summary(sorted(results, key=lambda r: runs.index(r.run)))
+    return print_summary(sorted(results, key=lambda r: jobs.index(r.job)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,13 +342,13 @@ def run_local(runs: list[Run], workers: int, log_dir: Path, env: dict) -> int:
 PLACEHOLDER = re.compile(r"{{(.*?)}}")
 
 
-def template_values(args: Args, runs: list[Run]) -> dict[str, str | None]:
+def template_values(args: Args, jobs: list[Job]) -> dict[str, str | None]:
     """Every placeholder a template may use; None where the flag that sets it was not given."""
     gpus, ntasks, cpus = args.slurm_gpus_per_task, args.slurm_ntasks, args.slurm_total_cpus
     cpus_per_task = math.ceil(cpus / ntasks) if cpus else None
     limit = f"%{args.workers}" if args.workers > 0 else ""  # %0 would be rejected by sbatch
     return {
-        "array": f"0-{len(runs) - 1}{limit}",
+        "array": f"0-{len(jobs) - 1}{limit}",
         "env_ids": "(" + " ".join(shlex.quote(e) for e in args.env_ids) + ")",
         "seeds": "(" + " ".join(str(args.start_seed + i) for i in range(args.num_seeds)) + ")",
         "len_seeds": str(args.num_seeds),
@@ -480,15 +477,15 @@ def query_array(job_id: str) -> dict[int, TaskState] | None:
     return tasks
 
 
-def wait_for_array(job_id: str, runs: list[Run], poll_s: float = 1.0) -> int:
+def wait_for_array(job_id: str, jobs: list[Job], poll_s: float = 1.0) -> int:
     """Follow the array until every task is in a final state, reporting as the local pool does."""
-    print(f"======= waiting for job {job_id} ({len(runs)} tasks)", flush=True)
+    print(f"======= waiting for job {job_id} ({len(jobs)} tasks)", flush=True)
     started: set[int] = set()
     restarts: dict[int, int] = {}
     results: dict[int, Result] = {}
     failing_since = None
     with StopRequest() as stop:
-        while len(results) < len(runs) and not stop.requested:
+        while len(results) < len(jobs) and not stop.requested:
             tasks = query_array(job_id)
             if tasks is None:  # controller busy or restarting: retry for a minute
                 failing_since = failing_since or time.monotonic()
@@ -498,32 +495,32 @@ def wait_for_array(job_id: str, runs: list[Run], poll_s: float = 1.0) -> int:
             else:
                 failing_since = None
             for index, task in sorted(tasks.items()):
-                run = runs[index]
+                job = jobs[index]
                 if task.state == "RUNNING" and index not in started:
                     started.add(index)
-                    print(f"[start]  {run.name}  (task {index})", flush=True)
+                    print(f"[start]  {job.name}  (task {index})", flush=True)
                 if task.restarts > restarts.setdefault(index, 0):
                     restarts[index] = task.restarts
-                    print(f"[requeued] {run.name}  (task {index}, restart {task.restarts})")
+                    print(f"[requeued] {job.name}  (task {index}, restart {task.restarts})")
                 final = task.state in FINAL_STATES
                 if task.state == "PREEMPTED" and task.requeue:
                     final = False  # it goes back to the queue and resumes from its checkpoint
                 if final and index not in results:
-                    results[index] = Result(run, task.exit_code, task.seconds, task.log, task.state)
+                    results[index] = Result(job, task.exit_code, task.seconds, task.log, task.state)
                     if results[index].ok:
                         took = format_seconds(task.seconds) if task.seconds is not None else "?"
-                        print(f"[done]   {run.name} in {took}  (task {index})", flush=True)
+                        print(f"[done]   {job.name} in {took}  (task {index})", flush=True)
                     else:
                         report_failure(results[index])
             time.sleep(poll_s)
         if stop.requested:
             print(f"\nstopped waiting; job {job_id} keeps running (`scancel {job_id}` stops it)")
             return INTERRUPTED
-    return print_summary([results[i] for i in range(len(runs))])
+    return print_summary([results[i] for i in range(len(jobs))])
 
 
-def run_slurm(args: Args, runs: list[Run], env: dict) -> int:
-    values = template_values(args, runs)
+def run_slurm(args: Args, jobs: list[Job], env: dict) -> int:
+    values = template_values(args, jobs)
     text = render_template(args.slurm_template_path, values)
     if args.workers > 0 and shutil.which("sbatch", path=env.get("PATH")) is None:
         fail("sbatch not found: submitting needs a SLURM client on the PATH (or use --workers 0)")
@@ -533,12 +530,12 @@ def run_slurm(args: Args, runs: list[Run], env: dict) -> int:
         print(f"not submitted (--workers 0); submit it with: sbatch {path}")
         return 0
     job_id = submit(path, env)
-    print(f"submitted job {job_id}: {len(runs)} array tasks, at most {args.workers} at a time")
+    print(f"submitted job {job_id}: {len(jobs)} array tasks, at most {args.workers} at a time")
     print(f"  watch:  squeue --jobs {job_id}")
     print(f"  logs:   {log_pattern(text, job_id)}")
     print(f"  cancel: scancel {job_id}", flush=True)
     if args.slurm_wait:
-        return wait_for_array(job_id, runs)
+        return wait_for_array(job_id, jobs)
     return 0
 
 
@@ -548,7 +545,7 @@ def run_slurm(args: Args, runs: list[Run], env: dict) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv)
     check_args(args)
-    runs = make_runs(args)
+    jobs = make_jobs(args)
 
     env = dict(os.environ)
     if args.auto_tag:
@@ -557,17 +554,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"autotag: WANDB_TAGS={env['WANDB_TAGS']}" if tag else "autotag: no git tag found")
 
     print("======= commands to run:")
-    print("\n".join(run.command for run in runs), flush=True)
+    print("\n".join(job.command for job in jobs), flush=True)
 
     if args.slurm_template_path is not None:
-        return run_slurm(args, runs, env)
+        return run_slurm(args, jobs, env)
     if args.workers == 0:
         print("not running the commands: --workers is 0")
         return 0
     threads = args.threads_per_run or max(1, usable_cpus() // args.workers)
     print(f"threads per run: {threads} ({', '.join(THREAD_VARIABLES)})")
     log_dir = Path(args.log_dir or Path("benchmark_logs") / time.strftime("%Y%m%d-%H%M%S"))
-    return run_local(runs, args.workers, log_dir, {**env, **thread_limits(threads)})
+    return run_local(jobs, args.workers, log_dir, {**env, **thread_limits(threads)})
 
 
 if __name__ == "__main__":

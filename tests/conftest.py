@@ -178,7 +178,7 @@ def read_texts(run_dir: str | os.PathLike) -> dict[str, str]:
     return texts
 
 
-class Run:
+class ScriptProcess:
     """A script run started in its own working folder; `proc` waits for it to finish (and, with
     `check`, asserts that it succeeded)."""
 
@@ -195,7 +195,7 @@ class Run:
             assert self._proc.returncode == 0, describe(self._proc)
         return self._proc
 
-    def ok(self) -> Run:
+    def ok(self) -> ScriptProcess:
         assert self.proc.returncode == 0, describe(self.proc)
         return self
 
@@ -221,7 +221,7 @@ def module_runs(request, tmp_path_factory, runs: dict, script=PPO_ATARI_ENVPOOL,
     """For a module-scoped fixture (`yield from module_runs(...)`): starts, all at once, the runs
     of `runs` (name -> args, or name -> (script, args)) that the module's selected tests use as
     fixtures of the same name, so that they overlap with each other and with the quick tests;
-    yields {name: Run}; kills whatever is still running at the end."""
+    yields {name: ScriptProcess}; kills whatever is still running at the end."""
     wanted = {
         name
         for item in request.session.items
@@ -233,7 +233,7 @@ def module_runs(request, tmp_path_factory, runs: dict, script=PPO_ATARI_ENVPOOL,
     for name in sorted(wanted):
         spec = runs[name]
         run_script_path, args = spec if isinstance(spec, tuple) else (script, spec)
-        started[name] = Run(tmp_path_factory.mktemp(name), run_script_path, args, check)
+        started[name] = ScriptProcess(tmp_path_factory.mktemp(name), run_script_path, args, check)
     yield started
     for run in started.values():
         run.stop()

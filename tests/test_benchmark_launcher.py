@@ -88,7 +88,11 @@ def test_each_run_logs_to_a_file_named_after_its_env_and_seed(tmp_path):
             assert log == f"ran with --env-id {env_id} --seed {seed}\n"
             assert f"[start]  {env_id} seed {seed}" in result.stdout
             assert f"[done]   {env_id} seed {seed}" in result.stdout
+            # seconds as cleanrl_utils.progress.format_seconds writes them: `1.2s`
+            done = rf"\[done\]   {re.escape(env_id)} seed {seed} in \d+\.\ds  \("
+            assert re.search(done, result.stdout), result.stdout
     assert "4 of 4 runs succeeded" in result.stdout
+    assert re.search(r"ok      Pong-v5 seed 1: exit code 0, after \d+\.\ds  log: ", result.stdout)
 
 
 def test_failed_run_is_reported_with_exit_code_and_log_tail_after_the_others_finish(tmp_path):
@@ -252,12 +256,12 @@ def test_a_run_that_ignores_sigterm_is_killed_with_its_children(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(benchmark, "STOP_GRACE_S", 0.5)
     command = python_command(run_with_a_child(ignore_sigterm=True)) + " --env-id Pong-v5 --seed 1"
-    run = benchmark.Run("Pong-v5", 1, command)
-    running = benchmark.start_run(run, tmp_path / "run.log", dict(os.environ))
+    job = benchmark.Job("Pong-v5", 1, command)
+    running = benchmark.start_job(job, tmp_path / "run.log", dict(os.environ))
     try:
         pids = wait_for_pids(tmp_path / "pids_1")
     finally:
-        benchmark.stop_runs([running])
+        benchmark.stop_jobs([running])
     assert running.process.returncode == -signal.SIGKILL
     assert all_gone(pids)
 
@@ -321,7 +325,7 @@ def render(template: Path, *flags: str) -> str:
 
 def test_every_placeholder_is_rendered(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    names = list(benchmark.template_values(benchmark.Args(), benchmark.make_runs(benchmark.Args())))
+    names = list(benchmark.template_values(benchmark.Args(), benchmark.make_jobs(benchmark.Args())))
     template = tmp_path / "all.slurm_template"
     template.write_text("".join(f"{name}=[{{{{{name}}}}}]\n" for name in names))
     text = render(
@@ -360,12 +364,12 @@ def test_shipped_templates_give_each_array_task_its_env_and_seed(tmp_path, monke
     # run the script as each array task would, with an `srun` that prints what it would run
     write_script(tmp_path / "bin" / "srun", '#!/bin/sh\necho "srun $*"\n')
     script = next(Path("slurm").glob("*.slurm"))
-    runs = benchmark.make_runs(benchmark.Args(env_ids=args[1:4], num_seeds=2))
-    for task, run in enumerate(runs):
+    jobs = benchmark.make_jobs(benchmark.Args(env_ids=args[1:4], num_seeds=2))
+    for task, job in enumerate(jobs):
         env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
         env["SLURM_ARRAY_TASK_ID"] = str(task)
         out = subprocess.run(["bash", script], env=env, capture_output=True, text=True, check=True)
-        assert f"srun {command} --env-id {run.env_id} --seed {run.seed}\n" in out.stdout
+        assert f"srun {command} --env-id {job.env_id} --seed {job.seed}\n" in out.stdout
 
 
 def test_submitting_prints_the_job_id_and_how_to_watch_it(fake_sbatch, capsys):

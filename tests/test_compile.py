@@ -13,7 +13,7 @@ import torch
 from conftest import (
     LOGGED_EVERY_ITERATION,
     REPO_ROOT,
-    Run,
+    ScriptProcess,
     assert_usage_error,
     module_runs,
     run_script,
@@ -41,17 +41,17 @@ def compiled_runs(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def envpool_run(compiled_runs) -> Run:
+def envpool_run(compiled_runs) -> ScriptProcess:
     return compiled_runs["envpool_run"]
 
 
 @pytest.fixture(scope="module")
-def eager_envpool_run(compiled_runs) -> Run:
+def eager_envpool_run(compiled_runs) -> ScriptProcess:
     return compiled_runs["eager_envpool_run"]
 
 
 @pytest.fixture(scope="module")
-def gymnasium_run(compiled_runs) -> Run:
+def gymnasium_run(compiled_runs) -> ScriptProcess:
     return compiled_runs["gymnasium_run"]
 
 

@@ -31,7 +31,9 @@ def load_args_class(path):
 
 
 @pytest.mark.parametrize(
-    "path", SCRIPTS + [REPO_ROOT / "cleanrl_utils" / "report.py"], ids=lambda p: p.stem
+    "path",
+    SCRIPTS + [REPO_ROOT / "cleanrl_utils" / "report" / "options.py"],
+    ids=lambda p: p.stem,
 )
 def test_flags_page_lists_every_field_with_its_default_and_docstring(path):
     fields = {f["name"]: f for f in hooks.args_fields(path.read_text(), path.stem)}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import (
     LOGGED_EVERY_ITERATION,
-    Run,
+    ScriptProcess,
     assert_usage_error,
     describe,
     module_runs,
@@ -29,7 +29,7 @@ RUN_NAME = re.compile(r"Breakout-v5__ppo_atari_envpool__1__\d+")
 MODEL_FILE = "ppo_atari_envpool.cleanrl_model"
 
 
-def assert_ok(run: Run) -> None:
+def assert_ok(run: ScriptProcess) -> None:
     assert run.proc.returncode == 0, describe(run.proc)
 
 
@@ -65,22 +65,22 @@ def training_runs(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(training_runs) -> Run:
+def smoke_run(training_runs) -> ScriptProcess:
     return training_runs["smoke_run"]
 
 
 @pytest.fixture(scope="module")
-def long_eval_run(training_runs) -> Run:
+def long_eval_run(training_runs) -> ScriptProcess:
     return training_runs["long_eval_run"]
 
 
 @pytest.fixture(scope="module")
-def seed3_run_a(training_runs) -> Run:
+def seed3_run_a(training_runs) -> ScriptProcess:
     return training_runs["seed3_run_a"]
 
 
 @pytest.fixture(scope="module")
-def seed3_tracked_run(training_runs) -> Run:
+def seed3_tracked_run(training_runs) -> ScriptProcess:
     return training_runs["seed3_tracked_run"]
 
 

@@ -31,7 +31,7 @@ import torch
 from conftest import (
     LOGGED_EVERY_ITERATION,
     REPO_ROOT,
-    Run,
+    ScriptProcess,
     assert_usage_error,
     describe,
     module_runs,
@@ -591,27 +591,27 @@ def training_runs(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def xla_smoke(training_runs) -> Run:
+def xla_smoke(training_runs) -> ScriptProcess:
     return training_runs["xla_smoke"]
 
 
 @pytest.fixture(scope="module")
-def xla_smoke_tracked(training_runs) -> Run:
+def xla_smoke_tracked(training_runs) -> ScriptProcess:
     return training_runs["xla_smoke_tracked"]
 
 
 @pytest.fixture(scope="module")
-def xla_long(training_runs) -> Run:
+def xla_long(training_runs) -> ScriptProcess:
     return training_runs["xla_long"]
 
 
 @pytest.fixture(scope="module")
-def scan_smoke(training_runs) -> Run:
+def scan_smoke(training_runs) -> ScriptProcess:
     return training_runs["scan_smoke"]
 
 
 @pytest.fixture(scope="module")
-def scan_long_video(training_runs) -> Run:
+def scan_long_video(training_runs) -> ScriptProcess:
     return training_runs["scan_long_video"]
 
 
@@ -627,7 +627,7 @@ def assert_logged_every_iteration(scalars, steps):
             assert all(math.isfinite(v) for _, v in points), (tag, points)
 
 
-def assert_smoke_run(run: Run, script: str):
+def assert_smoke_run(run: ScriptProcess, script: str):
     assert re.fullmatch(rf"Breakout-v5__{script}__1__\d+", run.run_dir.name)
     scalars = run.scalars
     assert_logged_every_iteration(scalars, [48, 96, 144, 192, 240])
@@ -649,7 +649,7 @@ def test_user_known_smoke_command_runs_xla_jax_scan(scan_smoke):
     assert_smoke_run(scan_smoke, "ppo_atari_envpool_xla_jax_scan")
 
 
-def assert_games_logged(run: Run):
+def assert_games_logged(run: ScriptProcess):
     scalars = run.scalars
     assert_logged_every_iteration(scalars, [256, 512, 768, 1024])
     for tag in PER_GAME:

@@ -152,14 +152,16 @@ def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synt
     args = report.Args(runs=(str(root),), output_dir=str(tmp_path))
     runs = [report.load_run(p, args.running_minutes, time.time()) for p in sorted(root.iterdir())]
     rep = report.Report(args, runs, [])
-    titles = rep.plot_set(
+    titles = report.plot_set(
+        rep,
         ["ppo_atari_envpool", "ppo_atari_envpool_xla_jax"],
         ["Breakout-v5", "Pong-v5"],
         tmp_path / "c.png",
         wall_clock=False,
     )
     assert titles == ["Breakout-v5", "Pong-v5"]
-    x, mean, std = rep.curve(rep.cells["ppo_atari_envpool", "Breakout-v5"].runs, wall_clock=False)
+    cell_runs = rep.cells["ppo_atari_envpool", "Breakout-v5"].runs
+    x, mean, std = report.curve(cell_runs, args.last_n, args.curve_points, wall_clock=False)
     assert mean[-1] == pytest.approx(15.0) and std[-1] == pytest.approx(5.0)
     assert x[-1] == 10240  # both seeds run to their last step
     assert report.panel_grid(5) == (2, 3) and report.panel_grid(57) == (8, 8)
@@ -266,6 +268,27 @@ def test_missing_folder_is_a_usage_error(tmp_path, capsys):
         run_report(tmp_path / "out", tmp_path / "nowhere")
     assert exc.value.code == 2
     assert capsys.readouterr().err.startswith("error: --runs:")
+    with pytest.raises(SystemExit) as exc:
+        report.main([str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert (
+        capsys.readouterr().err == f"error: run folder: `{tmp_path / 'nowhere'}` is not a folder\n"
+    )
+
+
+def test_run_folders_positional_or_after_runs_read_the_same(synthetic, tmp_path, monkeypatch):
+    """`report runs/` is `report --runs runs/`: the same files, byte for byte, as the fixture's
+    (made with `--runs`); positional folders and `--runs` add up; naming none reads `runs`."""
+    root, out, _ = synthetic
+    dirs = sorted(map(str, root.iterdir()))
+    folders = {"positional": [str(root)], "both": [*dirs[:3], "--runs", *dirs[3:]]}
+    for name, given in folders.items():
+        assert report.main([*given, "--output-dir", str(tmp_path / name), "--wall-clock"]) == 0
+        made = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()}
+        assert made == {p.name: p.read_bytes() for p in out.iterdir()}, name
+    monkeypatch.chdir(root.parent)  # which holds `runs/`
+    assert report.main(["--output-dir", str(tmp_path / "default"), "--wall-clock"]) == 0
+    assert (tmp_path / "default" / "report.md").read_text() == (out / "report.md").read_text()
 
 
 def test_bad_runs_become_notes_and_the_good_ones_are_still_reported(tmp_path):
@@ -342,6 +365,15 @@ def test_only_a_corrupt_run_exits_1_with_notes_and_no_traceback(tmp_path):
     assert proc.returncode == 1, describe(proc)
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "corrupt record at byte 0" in proc.stdout
+
+
+def test_command_line_takes_the_run_folder_positionally(tmp_path):
+    make_run(tmp_path / "my_runs", "ppo_atari_envpool", "Breakout-v5", 1, [4.0, 6.0])
+    proc = run_script(["my_runs", "--output-dir", "out"], tmp_path, module="cleanrl_utils.report")
+    assert proc.returncode == 0, describe(proc)
+    assert ["Breakout-v5", "5.00 ± 0.00"] in table_rows(
+        (tmp_path / "out" / "returns.md").read_text()
+    )
 
 
 # ---------------------------------------------------------------------------------------------

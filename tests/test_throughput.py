@@ -143,7 +143,7 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, message, capsys):
 
 
 def test_bad_input_from_the_command_line(tmp_path):
-    """Run as a script from another folder (no package import needed), nothing but the line."""
+    """Run as a script from another folder (its own checkout's package, installed or not): the line."""
     proc = run_script(["--iterations", "0"], tmp_path, script=BENCHMARK, timeout=120)
     assert proc.returncode == 2, describe(proc)
     assert proc.stderr.splitlines() == ["error: --iterations must be at least 1, got 0"]
@@ -173,7 +173,9 @@ def test_steady_sps_and_first_iteration():
     assert tp.steady_sps(times, 1024, burn_in=1) == pytest.approx(1024 / 2)
     assert tp.steady_sps(times, 1024, burn_in=2) == pytest.approx(1024 / 2)
     phases = {p: [1.0] * len(times) for p in tp.PHASES}
-    run = tp.Run("ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1, phases)
+    run = tp.Measurement(
+        "ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1, phases
+    )
     assert run.iteration_s == pytest.approx(2.0)
     assert run.first_extra_s == pytest.approx(8.0)
     assert run.startup_s == pytest.approx(4.0)
@@ -198,7 +200,9 @@ def test_summary_rows_and_fraction_of_bound():
         times = [1.0 + i * 1024 / sps for i in range(4)]
         progress = [(3.0, 1024), (3.0 + 3 * 1024 / sps, 4096)]
         phases = {p: [0.5] * len(times) for p in tp.PHASES}
-        return tp.Run(script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1, phases)
+        return tp.Measurement(
+            script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1, phases
+        )
 
     runs = {
         "ppo_atari_envpool": [run("ppo_atari_envpool", s, 400.0) for s in (500, 300, 400)],
@@ -311,7 +315,7 @@ def test_baseline_ratios_pair_each_run_with_the_baseline_run_before_it():
     def run(script, sps):
         times = [1.0 + i * 1024 / sps for i in range(4)]
         phases = {p: [0.5] * 4 for p in tp.PHASES}
-        return tp.Run(script, 1024, times, sps, [], 10.0, 800.0, 1, phases)
+        return tp.Measurement(script, 1024, times, sps, [], 10.0, 800.0, 1, phases)
 
     runs = {
         "ppo_atari_envpool (baseline)": [run("ppo_atari_envpool", s) for s in (400, 200)],

@@ -29,8 +29,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import game_over, load_script, parse_eval_args, summary
+from cleanrl_utils.evals.common import game_over, parse_eval_args, summary
 from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.scripts import load_script
 
 
 def save_model(path: str | Path, agent, args, script_file: str) -> None:
@@ -82,7 +83,7 @@ def load_model(model_path: str | Path, device: str | torch.device = "cpu"):
         fail(f"model file not found: {model_path}")
     try:
         checkpoint = torch.load(model_path, map_location=device, weights_only=False)
-        script = load_script(checkpoint["script"], checkpoint.get("script_path"))
+        script = load_script(checkpoint["script"])
         args = checkpoint["args"]
     except Exception as e:  # a truncated or foreign file: say which, without a traceback
         fail(f"cannot read model file {model_path}: {type(e).__name__}: {e}")

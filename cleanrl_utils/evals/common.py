@@ -1,30 +1,15 @@
-"""What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: finding
-the script a model came from, the command line, and how a finished game is reported."""
+"""What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: the
+command line, and how a finished game is reported. The script a model came from is loaded with
+`cleanrl_utils.scripts.load_script`."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
-
-
-def load_script(name: str, path: str | None = None):
-    """Import the training script a model came from (by module name, else by file path)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        if path is None or not Path(path).is_file():
-            raise
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def game_over(episodic_returns: list[float], episodic_return: float, episodic_length: int, video):

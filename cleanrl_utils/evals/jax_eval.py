@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import game_over, load_script, parse_eval_args, summary
+from cleanrl_utils.evals.common import game_over, parse_eval_args, summary
 from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.scripts import load_script
 
 
 def save_model(path: str | Path, params, args, script_file: str) -> None:
@@ -84,7 +85,7 @@ def load_model(model_path: str | Path):
         fail(f"model file not found: {model_path}")
     try:
         checkpoint = flax.serialization.msgpack_restore(model_path.read_bytes())
-        script = load_script(checkpoint["script"], checkpoint.get("script_path"))
+        script = load_script(checkpoint["script"])
         args = checkpoint["args"]
         envs = script.make_env(args["env_id"], 1, args["seed"])
         agent = script.Agent(envs.action_space.n)

@@ -1,0 +1,133 @@
+"""Reading TensorBoard event files: the TFRecord framing and a few bytes of each Event by hand,
+and the protobuf parser only for the records that hold a wanted tag."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+EVENT_FILE_GLOB = "events.out.tfevents.*"
+_RECORD_HEADER = struct.Struct("<QI")  # data length, masked CRC of the length
+_MAX_RECORD_BYTES = 1 << 28
+
+
+@dataclass
+class EventData:
+    scalars: dict[str, list[tuple[int, float, float]]]  # tag -> [(step, wall_time, value)]
+    first_wall: float | None = None  # the earliest and latest wall time of any record
+    last_wall: float | None = None
+    last_step: int = 0
+    records: int = 0
+    problem: str | None = None  # why reading stopped early, if it did
+    purge_step: int | None = None  # a resumed run's file: earlier files' steps >= this are void
+
+
+def _scalar_value(value) -> float | None:
+    """The float of a `Summary.Value`: `simple_value` (PyTorch, TF1) or a scalar tensor (TF2)."""
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return float(value.simple_value)
+    if kind == "tensor":
+        tensor = value.tensor
+        if tensor.float_val:
+            return float(tensor.float_val[0])
+        if tensor.double_val:
+            return float(tensor.double_val[0])
+        if tensor.tensor_content:
+            dtype = {1: "<f4", 2: "<f8"}.get(tensor.dtype)
+            if dtype is not None:
+                return float(np.frombuffer(tensor.tensor_content, dtype=dtype)[0])
+    return None
+
+
+def read_event_file(path: str | os.PathLike, tags: tuple[str, ...]) -> EventData:
+    """The scalars of `tags` in one event file, with the first and last wall time and the last
+    step. Stops at the first record that cannot be read and says why in `problem`, keeping
+    everything before it (a run that is still writing ends in a partial record).
+
+    Only the TFRecord framing is walked in Python; the wall times (the first field of every
+    Event) are read with numpy, and the protobuf parser sees only the records that contain one
+    of `tags`.
+    """
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.proto.event_pb2 import SessionLog
+
+    START = SessionLog.START
+
+    data = Path(path).read_bytes()
+    out = EventData(scalars={tag: [] for tag in tags})
+    starts, stops = [], []
+    pos, end, header = 0, len(data), _RECORD_HEADER.size
+    unpack = _RECORD_HEADER.unpack_from
+    while pos < end:
+        if end - pos < header:
+            out.problem = (
+                f"ends in a partial record at byte {pos} (still being written, or cut off)"
+            )
+            break
+        length = unpack(data, pos)[0]
+        if length > _MAX_RECORD_BYTES:
+            out.problem = f"corrupt record at byte {pos} (length {length})"
+            break
+        if pos + header + length + 4 > end:
+            out.problem = (
+                f"ends in a partial record at byte {pos} (still being written, or cut off)"
+            )
+            break
+        starts.append(pos + header)
+        pos += header + length
+        stops.append(pos)
+        pos += 4
+    starts_arr, stops_arr = np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)
+    # every Event starts with its wall time: field 1, a double (tag byte 0x09)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ok = (stops_arr - starts_arr >= 9) & (raw[np.minimum(starts_arr, end - 1)] == 0x09)
+    idx = np.minimum(starts_arr[:, None] + 1 + np.arange(8), end - 1)
+    walls = raw[idx].copy().view("<f8")[:, 0] if len(starts) else np.zeros(0)
+    ok &= (walls > 1e8) & (walls < 1e11)
+    if not ok.all():
+        bad = int(np.argmin(ok))
+        out.problem = f"corrupt record at byte {starts[bad] - header} (not a TensorBoard event)"
+        starts_arr, stops_arr, walls = starts_arr[:bad], stops_arr[:bad], walls[:bad]
+    count = len(starts_arr)
+    pattern = re.compile(b"|".join(re.escape(tag.encode()) for tag in tags))
+    limit = int(stops_arr[-1]) if count else 0
+    hits = [m.start() for m in pattern.finditer(data, 0, limit)]
+    wanted = sorted(set((np.searchsorted(starts_arr, hits, side="right") - 1).tolist()))
+    if count:
+        # the last record: the last step; the first few: a resumed run's purge marker
+        wanted = sorted(set(wanted) | {count - 1} | set(range(min(count, 3))))
+    last_step = 0
+    for i in wanted:
+        if i < 0:
+            continue
+        try:
+            event = event_pb2.Event.FromString(data[starts_arr[i] : stops_arr[i]])
+        except DecodeError:
+            out.problem = f"corrupt record at byte {int(starts_arr[i]) - header} (DecodeError)"
+            count = i
+            break
+        if event.HasField("session_log") and event.session_log.status == START:
+            out.purge_step = event.step
+            continue
+        last_step = max(last_step, event.step)
+        for value in event.summary.value:
+            if value.tag in out.scalars:
+                number = _scalar_value(value)
+                if number is not None:
+                    out.scalars[value.tag].append((event.step, float(walls[i]), number))
+    if count:
+        out.first_wall, out.last_wall = float(walls[:count].min()), float(walls[:count].max())
+    out.last_step, out.records = last_step, count
+    return out
+
+
+def event_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The event files of a run folder (not of its subfolders), in name order: by start time."""
+    return sorted(Path(run_dir).glob(EVENT_FILE_GLOB))

@@ -1,0 +1,42 @@
+"""The report tool's flags (`python -m cleanrl_utils.report --help`); docs/report.md lists them
+from the docstrings below."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_RUNS = ("runs",)  # the folder read when none is named
+
+
+@dataclass
+class Args:
+    runs: tuple[str, ...] = ()
+    """run folders, or folders searched (recursively) for run folders: any folder that holds a TensorBoard event file or a `config.json`; also taken without `--runs` (`python -m cleanrl_utils.report runs/`); none named: `runs`"""
+    output_dir: str = "report"
+    """where the markdown files, the PNGs and `runs.csv` are written (created if needed)"""
+    title: str = "Benchmark report"
+    """the heading of `report.md`"""
+    hardware: str = ""
+    """the machine the runs ran on, printed at the top of the report (the event files do not record it)"""
+    notes: tuple[str, ...] = ()
+    """extra paragraphs printed at the top of the report, after the summary of what was read"""
+    last_n: int = 100
+    """a run's final return is the mean of its last `last_n` games (fewer when it has fewer); the curves use the same running mean"""
+    include_unfinished: bool = False
+    """also report runs that have not reached their step budget (still running or stopped early); they are always listed in the notes"""
+    running_minutes: float = 10.0
+    """an unfinished run whose event file changed less than this many minutes ago is reported as still running, an older one as stopped early"""
+    wall_clock: bool = False
+    """also plot the learning curves against wall-clock time (`curves_*_wallclock.png`)"""
+    curve_points: int = 200
+    """the number of points on each curve's x-axis"""
+    compare_published: bool = False
+    """compare with the published CleanRL numbers (`cleanrl_utils/data/published_ppo_atari.csv`): each difference and whether it is inside the seeds' spread"""
+    aggregate_min_games: int = 5
+    """write the human-normalised median and IQM for a script only when it has at least this many games with known random and human scores"""
+    bootstrap_samples: int = 2000
+    """the stratified bootstrap resamples behind the aggregate's confidence intervals"""
+    confidence: float = 0.95
+    """the level of the aggregate's confidence intervals"""
+    bootstrap_seed: int = 0
+    """the seed of the bootstrap (the same runs and seed give the same intervals)"""

@@ -1,0 +1,198 @@
+"""Run folders as read back from their logs: finding them, telling their script, env id and seed
+(from `config.json`, else from the run name), their status (finished, still running, stopped
+early, unreadable) and the numbers the report needs from their event files."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cleanrl_utils.report.events import event_files, read_event_file
+from cleanrl_utils.report.tables import plural
+from cleanrl_utils.runs import RunName
+
+RETURN_TAG = "charts/episodic_return"
+SPS_TAG = "charts/SPS"
+
+
+@dataclass
+class RunLog:
+    """A run as read from its folder: `config.json` and the TensorBoard event files."""
+
+    path: Path
+    name: str
+    script: str | None = None
+    env_id: str | None = None
+    seed: int | None = None
+    config: dict | None = None
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    walls: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sps: float | None = None
+    last_step: int = 0
+    budget: int | None = None  # the steps the run was asked for (from config.json)
+    start_wall: float | None = None
+    runtime_s: float | None = None
+    last_write: float | None = None  # mtime of the newest event file
+    status: str = "finished"  # finished, running, stopped, unreadable, unknown
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.status != "unreadable" and self.script is not None
+
+    def final_return(self, last_n: int) -> float | None:
+        return float(np.mean(self.returns[-last_n:])) if len(self.returns) else None
+
+
+def find_run_dirs(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
+    """Every run folder under `paths` (a folder with an event file or a `config.json`), and a
+    note for each path that holds none."""
+    found: list[Path] = []
+    notes = []
+    for raw in paths:
+        root = Path(raw)
+        before = len(found)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "wandb")))
+            if "config.json" in filenames or any(
+                name.startswith("events.out.tfevents.") for name in filenames
+            ):
+                found.append(Path(dirpath))
+                dirnames[:] = []  # a run's subfolders (add_scalars, videos) are part of it
+        if len(found) == before:
+            notes.append(f"no runs under `{raw}` (no folder with an event file or a config.json)")
+    unique = {p.resolve(): p for p in reversed(found)}  # each folder once, as first found
+    return sorted(unique.values()), notes
+
+
+def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
+    run = RunLog(path=path, name=path.name)
+    config_path = path / "config.json"
+    if config_path.exists():
+        try:
+            run.config = json.loads(config_path.read_text())
+            if not isinstance(run.config, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            run.config = None
+            run.problems.append(f"unreadable config.json ({exc}); identity taken from the name")
+    args = (run.config or {}).get("args")
+    args = args if isinstance(args, dict) else {}
+    if run.config and run.config.get("run_name"):
+        run.name = str(run.config["run_name"])
+    named = RunName.parse(run.name) or RunName.parse(path.name)
+    run.script = args.get("exp_name") or (named.exp_name if named else None)
+    run.env_id = args.get("env_id") or (named.env_id if named else None)
+    seed = args.get("seed", named.seed if named else None)
+    run.seed = int(seed) if seed is not None else None
+    if run.script is None or run.env_id is None:
+        run.status = "unreadable"
+        run.problems.append(
+            "cannot tell its script and env id: no usable config.json and the folder name is "
+            "not `{env_id}__{exp_name}__{seed}__{unix_time}`"
+        )
+        return run
+    batch, iterations = args.get("batch_size") or 0, args.get("num_iterations") or 0
+    if batch and iterations:
+        run.budget = int(batch) * int(iterations)
+    elif args.get("total_timesteps"):
+        run.budget = int(args["total_timesteps"])
+
+    files = event_files(path)
+    if not files:
+        run.status = "unreadable"
+        run.problems.append("no TensorBoard event file")
+        return run
+    episodes: list[tuple[int, float, float]] = []
+    sps: list[tuple[int, float, float]] = []
+    spans = []
+    resumed = 0
+    for file in files:
+        try:
+            data = read_event_file(file, (RETURN_TAG, SPS_TAG))
+        except OSError as exc:
+            run.problems.append(f"cannot read `{file.name}` ({exc.strerror or exc})")
+            continue
+        if data.problem:
+            kept = f"read the {data.records} records before it" if data.records else "nothing read"
+            run.problems.append(f"`{file.name}` {data.problem}; {kept}")
+        if data.records == 0:
+            continue
+        if data.purge_step is not None:  # resumed from a checkpoint: what came after it is void
+            resumed += 1
+            episodes = [e for e in episodes if e[0] < data.purge_step]
+            sps = [e for e in sps if e[0] < data.purge_step]
+            run.last_step = min(run.last_step, data.purge_step - 1)
+        episodes += data.scalars[RETURN_TAG]
+        sps += data.scalars[SPS_TAG]
+        spans.append((data.first_wall, data.last_wall))
+        run.last_step = max(run.last_step, data.last_step)
+        mtime = file.stat().st_mtime
+        run.last_write = mtime if run.last_write is None else max(run.last_write, mtime)
+    if not spans:
+        run.status = "unreadable"
+        run.problems.append("no readable event in its event files")
+        return run
+    if resumed:
+        run.problems.append(f"resumed from a checkpoint ({plural(resumed, 'time')})")
+    elif len(files) > 1:
+        run.problems.append(f"{len(files)} event files, read together")
+    episodes.sort(key=lambda e: (e[0], e[1]))  # by step (several files: by step, then time)
+    run.steps = np.array([e[0] for e in episodes], dtype=np.int64)
+    run.walls = np.array([e[1] for e in episodes], dtype=np.float64)
+    run.returns = np.array([e[2] for e in episodes], dtype=np.float64)
+    run.start_wall = min(s for s, _ in spans)
+    run.runtime_s = _union_length(spans)
+    if sps:
+        run.sps = max(sps, key=lambda e: (e[0], e[1]))[2]  # the last one: the run's average
+    elif run.runtime_s:
+        run.sps = run.last_step / run.runtime_s
+
+    if run.budget is None:
+        run.status = "unknown"
+        run.problems.append("no step budget in config.json: cannot tell whether it finished")
+    elif run.last_step < run.budget:
+        age_min = (now - run.last_write) / 60
+        progress = f"{run.last_step:,} of {run.budget:,} steps"
+        if age_min < running_minutes:
+            run.status = "running"
+            run.problems.append(f"still running ({progress}, last write {age_min:.1f} min ago)")
+        else:
+            run.status = "stopped"
+            run.problems.append(
+                f"stopped early ({progress}, last write {age_min:.0f} min ago): crashed or killed?"
+            )
+    if len(run.returns) == 0:
+        run.problems.append("no finished game: no return to report")
+    return run
+
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(spans):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    return total + (current_end - current_start if current_end is not None else 0.0)
+
+
+def load_runs(dirs: list[Path], running_minutes: float, now: float) -> list[RunLog]:
+    """`load_run` of each folder; a folder that cannot be read at all becomes an unreadable run
+    with a note, so one bad folder never stops the report."""
+    runs = []
+    for path in dirs:
+        try:
+            runs.append(load_run(path, running_minutes, now))
+        except Exception as exc:
+            run = RunLog(path=path, name=path.name, status="unreadable")
+            run.problems.append(f"could not be read ({type(exc).__name__}: {exc})")
+            runs.append(run)
+    return runs

@@ -1,0 +1,316 @@
+"""The markdown sections of a report: the returns, runtimes and speed tables of each script set,
+the per-run table, the human-normalised aggregate, the comparison with the published numbers,
+and the summary at the top of each page."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from cleanrl_utils.report.cells import Report
+from cleanrl_utils.report.stats import (
+    aggregate_with_ci,
+    game_name,
+    load_human_random,
+    load_published,
+    mean_std,
+)
+from cleanrl_utils.report.tables import fmt, fmt_steps, markdown_table, plural
+
+
+def _seed_counts(report: Report, scripts, env_ids, attr: str = "runs") -> int | None:
+    """The most seeds of any cell (its `runs`, or its `finals`: runs with a game)."""
+    cells = report.cells_of(scripts, env_ids)
+    return max((len(getattr(cell, attr)) for cell in cells), default=None)
+
+
+def returns_cell(report: Report, script: str, env_id: str, usual_n: int | None) -> str:
+    cell = report.cells.get((script, env_id))
+    if cell is None:
+        return ""
+    if not cell.finals:
+        return "no finished game"
+    mean, std = mean_std(cell.finals)
+    text = f"{mean:.2f} ± {std:.2f}"
+    return text if len(cell.finals) == usual_n else f"{text} (n={len(cell.finals)})"
+
+
+def returns_table(report: Report, scripts: list[str], env_ids: list[str]) -> str:
+    usual = _seed_counts(report, scripts, env_ids, "finals")
+    rows = [[e] + [returns_cell(report, s, e, usual) for s in scripts] for e in env_ids]
+    return markdown_table(["env"] + scripts, rows)
+
+
+def _per_cell_mean(report: Report, scripts, env_ids, value) -> str:
+    rows = []
+    for env_id in env_ids:
+        row = [env_id]
+        for script in scripts:
+            cell = report.cells.get((script, env_id))
+            values = [value(r) for r in cell.runs] if cell else []
+            values = [v for v in values if v is not None]
+            row.append(fmt(float(np.mean(values))) if values else ("" if cell is None else "n/a"))
+        rows.append(row)
+    return markdown_table(["env"] + scripts, rows)
+
+
+def runtimes_table(report: Report, scripts, env_ids) -> str:
+    return _per_cell_mean(
+        report, scripts, env_ids, lambda r: r.runtime_s / 60 if r.runtime_s is not None else None
+    )
+
+
+def sps_table(report: Report, scripts, env_ids) -> str:
+    return _per_cell_mean(report, scripts, env_ids, lambda r: r.sps)
+
+
+def speed_table(report: Report, script: str, env_ids: list[str]) -> str:
+    rows = []
+    for env_id in env_ids:
+        runs = report.cells[script, env_id].runs
+        minutes = [r.runtime_s / 60 for r in runs if r.runtime_s is not None]
+        sps = [r.sps for r in runs if r.sps is not None]
+        rows.append([env_id] + [fmt(float(np.mean(v))) if v else "n/a" for v in (minutes, sps)])
+    return markdown_table(["env", "minutes", "SPS"], rows)
+
+
+def describe_set(report: Report, scripts, env_ids) -> str:
+    cells = report.cells_of(scripts, env_ids)
+    runs = [r for cell in cells for r in cell.runs]
+    steps = sorted({r.last_step for r in runs})
+    seeds = sorted({r.seed for r in runs}, key=str)
+    counts = sorted({len(cell.runs) for cell in cells})
+    per_cell = (
+        plural(counts[0], "seed") if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds"
+    )
+    return (
+        f"{plural(len(runs), 'run')}; {per_cell} per cell "
+        f"(seeds {', '.join(map(str, seeds))}); "
+        f"{' / '.join(map(fmt_steps, steps))} env steps per run"
+    )
+
+
+def runs_table(report: Report) -> str:
+    rows = []
+    for run in sorted(
+        report.runs, key=lambda r: (str(r.script), str(r.env_id), str(r.seed), r.name)
+    ):
+        rows.append(
+            [
+                f"`{run.name}`",
+                str(run.script),
+                str(run.env_id),
+                str(run.seed),
+                fmt_steps(run.last_step),
+                str(len(run.returns)),
+                fmt(run.final_return(report.args.last_n)),
+                fmt(run.runtime_s / 60 if run.runtime_s is not None else None),
+                fmt(run.sps, 0),
+                run.status,
+            ]
+        )
+    return markdown_table(
+        [
+            "run",
+            "script",
+            "env",
+            "seed",
+            "steps",
+            "games",
+            "final return",
+            "minutes",
+            "SPS",
+            "status",
+        ],
+        rows,
+        ["l", "l", "l", "r", "r", "r", "r", "r", "r", "l"],
+    )
+
+
+def aggregate_section(report: Report) -> str:
+    scores = load_human_random()
+    args = report.args
+    rows, lines = [], []
+    for script in report.scripts:
+        by_game, missing = [], []
+        for (s, env_id), cell in sorted(report.cells.items()):
+            if s != script or not cell.finals:
+                continue
+            game = game_name(env_id)
+            if game not in scores:
+                missing.append(env_id)
+                continue
+            random, human = scores[game]
+            by_game.append((np.asarray(cell.finals) - random) / (human - random))
+        if missing:
+            lines.append(f"{script}: no random and human scores for {', '.join(missing)}")
+        if len(by_game) < args.aggregate_min_games:
+            lines.append(
+                f"{script}: {plural(len(by_game), 'game')} with known "
+                f"scores, fewer than `--aggregate-min-games` {args.aggregate_min_games}: "
+                "no aggregate"
+            )
+            continue
+        agg = aggregate_with_ci(
+            by_game, args.bootstrap_samples, args.confidence, args.bootstrap_seed
+        )
+        rows.append(
+            [script, str(len(by_game)), str(sum(len(g) for g in by_game))]
+            + [f"{p:.3f} [{lo:.3f}, {hi:.3f}]" for p, lo, hi in (agg["median"], agg["iqm"])]
+        )
+    level = f"{100 * args.confidence:g}%"
+    text = (
+        "Human-normalised score per run: (return - random) / (human - random), with the "
+        "random and human scores of `cleanrl_utils/data/atari_human_random_scores.csv`. "
+        "Median: over games, of each game's mean over seeds. IQM: the mean of the middle "
+        f"50% of all runs' scores. [{level} stratified bootstrap interval, "
+        f"{args.bootstrap_samples} resamples of the seeds of each game, seed {args.bootstrap_seed}.]\n\n"
+    )
+    if rows:
+        text += markdown_table(["script", "games", "runs", "median", "IQM"], rows)
+    if not rows:
+        text += "No script has enough games for an aggregate.\n"
+    if lines:
+        text += "\n" + "".join(f"- {line}\n" for line in lines)
+    return text
+
+
+def comparison_section(report: Report) -> str:
+    published = load_published()
+    rows, runtime_rows = [], []
+    for (script, env_id), cell in sorted(report.cells.items()):
+        ref = published.get((script, env_id))
+        if ref is None:
+            continue
+        steps = sorted({r.last_step for r in cell.runs})
+        budget = " / ".join(map(fmt_steps, steps))
+        if cell.finals:
+            mean, std = mean_std(cell.finals)
+            diff = mean - ref["return_mean"]
+            inside = "yes" if abs(diff) <= std + ref["return_std"] else "no"
+            ours = f"{mean:.2f} ± {std:.2f}"
+            diff_text = f"{diff:+.2f}"
+        else:
+            ours, diff_text, inside = "no finished game", "n/a", "n/a"
+        rows.append(
+            [
+                env_id,
+                script,
+                ours,
+                str(len(cell.finals)),
+                budget,
+                f"{ref['return_mean']:.2f} ± {ref['return_std']:.2f}",
+                f"{int(ref['seeds'])}",
+                fmt_steps(int(ref["total_timesteps"])),
+                diff_text,
+                inside,
+            ]
+        )
+        sps = [r.sps for r in cell.runs if r.sps]
+        if sps:
+            ours_min = ref["total_timesteps"] / float(np.mean(sps)) / 60
+            runtime_rows.append(
+                [
+                    env_id,
+                    script,
+                    fmt(float(np.mean(sps)), 0),
+                    fmt(ours_min, 1),
+                    fmt(ref["runtime_minutes"], 2),
+                    f"{ours_min / ref['runtime_minutes']:.1f}x",
+                ]
+            )
+    unmatched = sorted({s for s, _ in report.cells} - {s for s, _ in published})
+    for script in unmatched:
+        report.notes.append(f"comparison: no published numbers for {script}")
+    if not rows:
+        return "None of these runs has a published counterpart (script and env id).\n"
+    text = (
+        "Ours against the published CleanRL numbers (REFERENCE.md; 3 seeds, 10M steps, "
+        "one GPU machine). *inside spread*: yes when the difference is at most the sum of "
+        "the two standard deviations (the two mean ± std intervals overlap). "
+    )
+    if any(r[4] != r[7] for r in rows):
+        text += (
+            "**Step budgets differ**: where ours are shorter than 10M steps the difference "
+            "measures how far the short runs are from the end of training, not a "
+            "reproduction gap."
+        )
+    text += "\n\n" + markdown_table(
+        [
+            "env",
+            "script",
+            "ours",
+            "seeds",
+            "our steps",
+            "published",
+            "seeds",
+            "published steps",
+            "difference",
+            "inside spread",
+        ],
+        rows,
+        ["l", "l", "r", "r", "r", "r", "r", "r", "r", "l"],
+    )
+    if runtime_rows:
+        text += (
+            "\nSpeed: minutes that one run of the published budget would take at our mean "
+            "steps per second, against the published minutes (different hardware).\n\n"
+            + markdown_table(
+                [
+                    "env",
+                    "script",
+                    "our SPS",
+                    "our minutes (projected)",
+                    "published minutes",
+                    "ratio",
+                ],
+                runtime_rows,
+                ["l", "l", "r", "r", "r", "r"],
+            )
+        )
+    return text
+
+
+def summary(report: Report, script: str | None = None) -> str:
+    """Hardware, runs, seeds, step budget, dates and commits, of one script or of all."""
+    args = report.args
+    reported = [r for r in report.reported if script is None or r.script == script]
+    scripts = sorted({r.script for r in reported})
+    lines = []
+    if args.hardware:
+        lines.append(f"**Hardware**: {args.hardware}")
+    if reported:
+        steps = sorted({r.last_step for r in reported})
+        seeds = sorted({r.seed for r in reported}, key=str)
+        starts = [r.start_wall for r in reported if r.start_wall]
+        when = sorted(time.strftime("%Y-%m-%d", time.gmtime(s)) for s in starts)
+        gits = [(r.config or {}).get("git") for r in reported]
+        gits = [g if isinstance(g, dict) else {} for g in gits]
+        commits = sorted({str(g.get("commit", "unknown"))[:10] for g in gits})
+        dirty = " (with uncommitted changes)" if any(g.get("dirty") for g in gits) else ""
+        dates = (
+            "unknown"
+            if not when
+            else when[0]
+            if when[0] == when[-1]
+            else f"{when[0]} to {when[-1]}"
+        )
+        found = f" of {len(report.runs)} found" if script is None else ""
+        lines += [
+            f"**Runs**: {len(reported)} reported{found}: "
+            f"{plural(len(scripts), 'script')} ({', '.join(scripts)}), "
+            f"{plural(len({r.env_id for r in reported}), 'env id')}, "
+            f"seeds {', '.join(map(str, seeds))}.",
+            f"**Step budget**: {' / '.join(map(fmt_steps, steps))} env steps per run.",
+            f"**Dates**: {dates} (UTC); code at {'commits' if len(commits) > 1 else 'commit'} "
+            f"{', '.join(commits)}{dirty}.",
+        ]
+    else:
+        lines.append(f"**Runs**: none reported ({len(report.runs)} found).")
+    if report.notes and script is None:
+        lines.append(f"**Notes**: {len(report.notes)} (see [Notes](#notes)).")
+    text = "  \n".join(lines) + "\n"
+    for note in args.notes:
+        text += f"\n{note}\n"
+    return text
