@@ -299,9 +299,9 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     check_ppo_args(args)
     check_envpool_atari_id(args.env_id)
-    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

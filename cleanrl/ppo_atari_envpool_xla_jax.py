@@ -390,9 +390,9 @@ def update(update_minibatch, args, agent_state, rollout, advantages, returns, ke
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     check_ppo_args(args)
     check_envpool_atari_id(args.env_id)
-    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

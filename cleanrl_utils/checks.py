@@ -87,9 +87,11 @@ def check_gymnasium_atari_id(env_id: str) -> None:
     import gymnasium as gym
 
     gym.register_envs(ale_py)
-    atari_ids = [
+    atari_ids = [  # (the `NoFrameskip-v0` ids repeat an action with probability 0.25)
         i
         for i, spec in gym.registry.items()
-        if spec.entry_point == "ale_py.env:AtariEnv" and spec.kwargs.get("frameskip") == 1
+        if spec.entry_point == "ale_py.env:AtariEnv"
+        and spec.kwargs.get("frameskip") == 1
+        and spec.kwargs.get("repeat_action_probability", 0.0) == 0.0
     ]
     check_env_id(env_id, atari_ids, "gymnasium's Atari games without frame skip")

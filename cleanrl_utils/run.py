@@ -16,11 +16,9 @@ Every script in `cleanrl/` makes these calls, in this order:
             break
     sys.exit(run.finish())        # TensorBoard and W&B closed; 0, or 75 after a stop signal
 
-`state` is a dict of what a checkpoint keeps: objects with `state_dict()`/`load_state_dict()`
-(torch modules and optimizers) are saved and loaded in place, deques likewise, anything else
-(JAX pytrees, arrays, numbers) is saved as it is and restored into the dict (a flax struct, such
-as a `TrainState`, through `flax.serialization`, the dict's current value serving as template).
-`end_iteration` also takes a function returning that dict, read only when a checkpoint is written.
+`state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
+see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
+when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`.
 
 Checkpoints: every `--checkpoint-every` iterations, after the last one, and after a stop signal:
 SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) make the run finish
@@ -34,30 +32,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import signal
 import sys
 import time
 import uuid
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checkpoint import (
-    CHECKPOINT_GLOB,
-    CorruptCheckpoint,
     checkpoint_path,
     list_checkpoints,
-    read_checkpoint,
+    restored_value,
+    rng_state,
+    saved_value,
+    set_rng_state,
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail
 from cleanrl_utils.progress import Progress
+from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
 from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
-    find_runs,
     hyperparameter_table,
     resumed_record,
     run_record,
@@ -65,95 +62,7 @@ from cleanrl_utils.runs import (
 
 CHECKPOINT_EXIT = 75
 KEEP = 2  # checkpoints kept per run, newest first
-# Arguments that may change between a run and its resumption: they do not change what is learned.
-FREE_ARGS = {
-    "track",
-    "wandb_project_name",
-    "wandb_entity",
-    "capture_video",
-    "save_model",
-    "eval_episodes",
-    "checkpoint_every",
-    "resume",
-    "cuda",
-    "compile",
-    "cudagraphs",
-    "async_envs",
-}
-# Arguments derived from the others once they are reconciled with the checkpoint.
-DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-
-
-def games_seed(seed: int, iteration: int) -> int:
-    """The seed of the games a process starts at `iteration`: the run's own seed for a new run,
-    and for a resumed run one derived from the seed and the iteration (the emulators cannot be
-    saved, so the games restart; a new seed keeps them from replaying the run's first games)."""
-    if iteration <= 1:
-        return seed
-    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] % 2**31)
-
-
-def rng_state() -> dict:
-    """The global RNGs a script draws from (python, numpy; torch and CUDA where imported)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state()}
-    if "torch" in sys.modules:
-        import torch
-
-        state["torch"] = torch.get_rng_state()
-        if torch.cuda.is_available():
-            state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "torch" in state:
-        import torch
-
-        torch.set_rng_state(state["torch"])
-        if "cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def is_jax_tree(value) -> bool:
-    """A JAX array, or a pytree holding some (a flax `TrainState`, a PRNG key)."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return False
-    return any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(value))
-
-
-def saved_value(value):
-    """What a checkpoint stores of one entry of the script's state."""
-    if hasattr(value, "state_dict"):  # torch modules and optimizers
-        return value.state_dict()
-    if isinstance(value, deque):
-        return list(value)
-    if is_jax_tree(value):  # as NumPy arrays, in flax's state-dict form
-        import flax.serialization
-        import jax
-
-        return flax.serialization.to_state_dict(jax.device_get(value))
-    return value
-
-
-def restored_value(current, saved):
-    """One entry of the script's state as checkpointed: loaded into `current` where it is an
-    object, else built on `current` as template."""
-    if hasattr(current, "load_state_dict"):
-        current.load_state_dict(saved)
-        return current
-    if isinstance(current, deque):
-        current.clear()
-        current.extend(saved)
-        return current
-    if is_jax_tree(current):
-        import flax.serialization
-
-        return flax.serialization.from_state_dict(current, saved)
-    return saved
 
 
 class Run:
@@ -169,7 +78,7 @@ class Run:
         self.runs_dir = Path(runs_dir)
         self.payload: dict | None = None
         if args.resume is not None:
-            self._read_checkpoint(args.resume)
+            self._read_checkpoint()
         if self.payload is None:
             self.name = str(RunName.new(args.env_id, args.exp_name, args.seed))
         self.dir = self.runs_dir / self.name
@@ -187,43 +96,14 @@ class Run:
 
     # -- resuming ---------------------------------------------------------------------------
 
-    def _read_checkpoint(self, resume: str) -> None:
-        args = self.args
-        if resume == "auto":
-            with_checkpoint = [
-                path
-                for path in find_runs(self.runs_dir, args.env_id, args.exp_name, args.seed)
-                if list_checkpoints(path)
-            ]
-            if not with_checkpoint:
-                print(
-                    f"--resume auto: no checkpoint of {args.exp_name} on {args.env_id} with seed "
-                    f"{args.seed} under {self.runs_dir}/; starting a new run",
-                    file=sys.stderr,
-                )
-                return
-            files = list_checkpoints(with_checkpoint[0])
-        elif Path(resume).is_file():
-            files = [Path(resume)]
-        elif Path(resume).is_dir():
-            files = list_checkpoints(Path(resume))
-            if not files:
-                fail(f"--resume {resume}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
-        else:
-            fail(f"--resume {resume}: no such run folder or checkpoint file")
-        for i, file in enumerate(files):
-            try:
-                self.payload = read_checkpoint(file)
-            except CorruptCheckpoint as exc:
-                usable = "; trying the one before it" if i + 1 < len(files) else ""
-                print(f"warning: checkpoint {file} is corrupt: {exc}{usable}", file=sys.stderr)
-                continue
-            break
-        else:
-            fail(f"--resume {resume}: no readable checkpoint (see the warnings above)")
+    def _read_checkpoint(self) -> None:
+        found = find_checkpoint(self.args, self.runs_dir)
+        if found is None:
+            return
+        file, self.payload = found
         self.name = self.payload["run_name"]
         self.runs_dir = Path(file).resolve().parent.parent
-        self._reconcile_args(file)
+        reconcile_args(self.args, self.payload, self.script, file)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
         if done >= total:
@@ -232,31 +112,6 @@ class Run:
             )
             raise SystemExit(0)
         print(f"resuming {self.name} from {file} (iteration {done} of {total}, {steps})")
-
-    def _reconcile_args(self, file: Path) -> None:
-        """Arguments left at their defaults take the checkpoint's values; a contradicting one,
-        or a checkpoint of another script, is an error."""
-        saved_script, saved_args = self.payload.get("script"), self.payload.get("args", {})
-        if saved_script != self.script:
-            fail(f"--resume: {file} was written by {saved_script}.py, not {self.script}.py")
-        defaults = {f.name: f.default for f in dataclasses.fields(self.args)}
-        for name, saved in saved_args.items():
-            if name in FREE_ARGS or name in DERIVED_ARGS or name not in defaults:
-                continue
-            given = getattr(self.args, name)
-            if given == saved:
-                continue
-            if given == defaults[name]:
-                setattr(self.args, name, saved)
-                continue
-            flag = "--" + name.replace("_", "-")
-            fail(
-                f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
-                f"{given!r} (drop {flag} or start a new run)"
-            )
-        missing = [n for n in defaults if n not in saved_args and n not in FREE_ARGS]
-        if missing:
-            fail(f"--resume: the checkpoint has no value for {', '.join(missing)}")
 
     # -- starting ---------------------------------------------------------------------------
 

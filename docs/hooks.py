@@ -5,6 +5,8 @@
   site). `<!-- flags: PATH -->` in any page is replaced with the flags table of PATH's `Args`.
 - `<!-- differences: collected -->` is replaced with every section of the script pages whose
   heading speaks of differences from the published reference.
+- `<!-- imports: PACKAGE -->` is replaced with a table of PACKAGE's modules (a folder under the
+  repository root), their lengths and the package modules each imports (read with `ast`).
 - Script pages that other people have not written yet (`ppo_*.md`, and their `flags/` and
   `benchmark/` pages) are dropped from the nav with an info line instead of failing the build.
 
@@ -23,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = REPO_ROOT / "cleanrl"
 FLAGS_MARKER = re.compile(r"<!-- flags: (?P<path>\S+) -->")
 DIFFERENCES_MARKER = "<!-- differences: collected -->"
+IMPORTS_MARKER = re.compile(r"<!-- imports: (?P<package>[\w/]+) -->")
 OPTIONAL_PAGE = re.compile(r"^(flags/|benchmark/)?ppo_\w+\.md$")
 
 log = logging.getLogger("mkdocs.hooks.cleanrl")
@@ -183,6 +186,71 @@ def collected_differences(docs_dir: Path, pages: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Imports between the modules of a package
+# ---------------------------------------------------------------------------------------------
+
+
+def package_modules(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (a package is named by its
+    `__init__`)."""
+    root = package_dir.parent
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        name = ".".join(path.relative_to(root).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def import_graph(package_dir: Path) -> dict[str, list[str]]:
+    """Each module of the package -> the modules of the same package it imports, anywhere in its
+    code (a function-level import counts too)."""
+    modules = package_modules(package_dir)
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = sorted(d for d in deps if d in modules and d != name)
+    return graph
+
+
+def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A chain of modules that leads back to its first one, or None."""
+
+    def visit(node, path):
+        for dep in graph[node]:
+            if dep == path[0]:
+                return path + [dep]
+            if dep not in path:
+                found = visit(dep, path + [dep])
+                if found:
+                    return found
+        return None
+
+    for start in sorted(graph):
+        found = visit(start, [start])
+        if found:
+            return found
+    return None
+
+
+def imports_table(package_dir: Path) -> str:
+    graph = import_graph(package_dir)
+    modules = package_modules(package_dir)
+    rows = ["| module | lines | imports from the package |", "|---|---:|---|"]
+    for name in sorted(graph):
+        lines = len(modules[name].read_text().splitlines())
+        deps = ", ".join(f"`{d}`" for d in graph[name]) or "nothing"
+        rows.append(f"| `{name}` | {lines} | {deps} |")
+    cycle = import_cycle(graph)
+    note = f"Import circle: {' -> '.join(cycle)}" if cycle else "No module imports itself back."
+    return "\n".join(rows) + f"\n\n{note}"
+
+
+# ---------------------------------------------------------------------------------------------
 # mkdocs events
 # ---------------------------------------------------------------------------------------------
 
@@ -242,6 +310,7 @@ def on_page_markdown(markdown, page, config, files):
         return flags_table(path.read_text(), path.stem)
 
     markdown = FLAGS_MARKER.sub(flags, markdown)
+    markdown = IMPORTS_MARKER.sub(lambda m: imports_table(REPO_ROOT / m["package"]), markdown)
     if DIFFERENCES_MARKER in markdown:
         pages = [p for p in _nav_pages(config["nav"]) if re.match(r"^ppo_\w+\.md$", p)]
         markdown = markdown.replace(

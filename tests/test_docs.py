@@ -73,3 +73,17 @@ def test_site_builds_strict(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "site" / "flags" / "ppo_atari_envpool" / "index.html").exists()
+
+
+def test_cleanrl_utils_has_no_import_circle(tmp_path):
+    graph = hooks.import_graph(REPO_ROOT / "cleanrl_utils")
+    assert "cleanrl_utils.checkpoint" in graph["cleanrl_utils.run"]  # the graph sees imports
+    assert hooks.import_cycle(graph) is None, hooks.import_cycle(graph)
+    # and it finds one where there is one
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import x\n")
+    (package / "b.py").write_text("def f():\n    import pkg.c\n")
+    (package / "c.py").write_text("from pkg import a\n")
+    assert hooks.import_cycle(hooks.import_graph(package)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]

@@ -35,7 +35,8 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.run import CHECKPOINT_EXIT, games_seed
+from cleanrl_utils.resume import games_seed
+from cleanrl_utils.run import CHECKPOINT_EXIT
 
 SCRIPTS = {
     "ppo_atari_envpool": "Breakout-v5",

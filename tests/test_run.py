@@ -27,7 +27,8 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.run import CHECKPOINT_EXIT, KEEP, Run, games_seed
+from cleanrl_utils.resume import games_seed
+from cleanrl_utils.run import CHECKPOINT_EXIT, KEEP, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
 SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)

@@ -1,0 +1,109 @@
+"""`--resume`: the checkpoint a run continues from, and the arguments it continues with."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from cleanrl_utils.checkpoint import (
+    CHECKPOINT_GLOB,
+    CorruptCheckpoint,
+    list_checkpoints,
+    read_checkpoint,
+)
+from cleanrl_utils.checks import fail
+from cleanrl_utils.runs import find_runs
+
+# Arguments that may change between a run and its resumption: they do not change what is learned.
+FREE_ARGS = {
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "capture_video",
+    "save_model",
+    "eval_episodes",
+    "checkpoint_every",
+    "resume",
+    "cuda",
+    "compile",
+    "cudagraphs",
+    "async_envs",
+}
+# Arguments derived from the others once they are reconciled with the checkpoint.
+DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
+
+
+def games_seed(seed: int, iteration: int) -> int:
+    """The seed of the games a process starts at `iteration`: the run's own seed for a new run,
+    and for a resumed run one derived from the seed and the iteration (the emulators cannot be
+    saved, so the games restart; a new seed keeps them from replaying the run's first games)."""
+    if iteration <= 1:
+        return seed
+    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] % 2**31)
+
+
+def find_checkpoint(args, runs_dir: Path) -> tuple[Path, dict] | None:
+    """The checkpoint file `args.resume` names and its payload: the newest readable one of a run
+    folder (a damaged newest one is reported and the one before it used), one file, or with `auto`
+    the newest run of the same exp_name, env_id and seed that has one (None, said so, if none
+    has). Anything else is one `error:` line and exit code 2."""
+    resume = args.resume
+    if resume == "auto":
+        with_checkpoint = [
+            path
+            for path in find_runs(runs_dir, args.env_id, args.exp_name, args.seed)
+            if list_checkpoints(path)
+        ]
+        if not with_checkpoint:
+            print(
+                f"--resume auto: no checkpoint of {args.exp_name} on {args.env_id} with seed "
+                f"{args.seed} under {runs_dir}/; starting a new run",
+                file=sys.stderr,
+            )
+            return None
+        files = list_checkpoints(with_checkpoint[0])
+    elif Path(resume).is_file():
+        files = [Path(resume)]
+    elif Path(resume).is_dir():
+        files = list_checkpoints(Path(resume))
+        if not files:
+            fail(f"--resume {resume}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
+    else:
+        fail(f"--resume {resume}: no such run folder or checkpoint file")
+    for i, file in enumerate(files):
+        try:
+            return file, read_checkpoint(file)
+        except CorruptCheckpoint as exc:
+            usable = "; trying the one before it" if i + 1 < len(files) else ""
+            print(f"warning: checkpoint {file} is corrupt: {exc}{usable}", file=sys.stderr)
+    fail(f"--resume {resume}: no readable checkpoint (see the warnings above)")
+
+
+def reconcile_args(args, payload: dict, script: str, file: Path) -> None:
+    """Arguments left at their defaults take the checkpoint's values (the derived sizes are
+    derived again afterwards); a contradicting one, or a checkpoint of another script, is an
+    error."""
+    saved_script, saved_args = payload.get("script"), payload.get("args", {})
+    if saved_script != script:
+        fail(f"--resume: {file} was written by {saved_script}.py, not {script}.py")
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    for name, saved in saved_args.items():
+        if name in FREE_ARGS or name in DERIVED_ARGS or name not in defaults:
+            continue
+        given = getattr(args, name)
+        if given == saved:
+            continue
+        if given == defaults[name]:
+            setattr(args, name, saved)
+            continue
+        flag = "--" + name.replace("_", "-")
+        fail(
+            f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
+            f"{given!r} (drop {flag} or start a new run)"
+        )
+    missing = [n for n in defaults if n not in saved_args and n not in FREE_ARGS]
+    if missing:
+        fail(f"--resume: the checkpoint has no value for {', '.join(missing)}")
