@@ -4,13 +4,17 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import partial
+
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.evals.jax_eval import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 import envpool
 import flax
 import flax.linen as nn
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,11 +22,6 @@ import optax
 import tyro
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
-
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
-from cleanrl_utils.evals.jax_eval import save_and_evaluate
-from cleanrl_utils.metrics import explained_variance
-from cleanrl_utils.run import Run
 
 
 @dataclass
@@ -55,6 +54,8 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
     """the id of the environment (an EnvPool Atari id)"""
+    max_episode_steps: int = 108_000
+    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 is the Machado et al. protocol (docs/ppo_atari_envpool.md)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -88,13 +89,13 @@ class Args:
     target_kl: float | None = None
     """the target KL divergence threshold"""
 
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    # to be filled in runtime (not flags)
+    batch_size: int = field(default=0, init=False)
+    """the batch size: num_envs * num_steps"""
+    minibatch_size: int = field(default=0, init=False)
+    """the mini-batch size: batch_size // num_minibatches"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of iterations: total_timesteps // batch_size"""
 
 
 def configure_jax(args):
@@ -110,13 +111,12 @@ def configure_jax(args):
     os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")
 
 
-def make_env(env_id, num_envs, seed, **kwargs):
+def make_env(env_id, num_envs, seed, max_episode_steps=108_000, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
     # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
     # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    return envpool.make_gym(
-        env_id, num_envs=num_envs, seed=seed, episodic_life=True, reward_clip=True, **kwargs
-    )
+    kwargs |= dict(max_episode_steps=max_episode_steps, episodic_life=True, reward_clip=True)
+    return envpool.make_gym(env_id, num_envs=num_envs, seed=seed, **kwargs)
 
 
 @flax.struct.dataclass
@@ -406,8 +406,7 @@ if __name__ == "__main__":
     key, agent_key, rollout_key = jax.random.split(key, 3)
 
     # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-    envs = make_env(args.env_id, args.num_envs, run.games_seed)
-    assert isinstance(envs.action_space, gym.spaces.Discrete), "discrete actions only"
+    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
 
     agent = Agent(envs.action_space.n)
     obs_shape = envs.observation_space.shape

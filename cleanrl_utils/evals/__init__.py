@@ -62,6 +62,7 @@ def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu") ->
         return
     if args.save_model:
         save_model(run.dir / f"{args.exp_name}.cleanrl_model", agent, args, run.script_file)
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
     episodic_returns = evaluate(
         agent,
         make_env,

@@ -61,6 +61,7 @@ def save_and_evaluate(run, agent, params, make_env, episode_statistics) -> None:
         return
     if args.save_model:
         save_model(run.dir / f"{args.exp_name}.cleanrl_model", params, args, run.script_file)
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
     episodic_returns = evaluate(
         agent,
         params,
