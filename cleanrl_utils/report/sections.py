@@ -226,8 +226,9 @@ def comparison_section(report: Report) -> str:
     if not rows:
         return "None of these runs has a published counterpart (script and env id).\n"
     text = (
-        "Ours against the published CleanRL numbers (REFERENCE.md; 3 seeds, 10M steps, "
-        "one GPU machine). *inside spread*: yes when the difference is at most the sum of "
+        "Ours against the published CleanRL numbers (`cleanrl_utils/data/published_ppo_atari.csv`"
+        ", the protocol in `docs/published.md`; 3 seeds, 10M steps, one GPU machine). "
+        "*inside spread*: yes when the difference is at most the sum of "
         "the two standard deviations (the two mean ± std intervals overlap). "
     )
     if any(r[4] != r[7] for r in rows):
