@@ -593,3 +593,24 @@ def test_a_run_stopped_by_sigterm_is_reported_resumable(tmp_path):
     assert "crashed or killed" not in notes
     (row,) = csv.DictReader((tmp_path / "report" / "runs.csv").open())
     assert row["status"] == "resumable"
+
+
+def test_windows_table_is_the_mean_score_of_the_games_ended_in_each_window(tmp_path):
+    """`--windows 2048` over 10,240 steps: five windows; make_run spreads the games evenly, so
+    seed 1's 9 games (steps 1024, 2048, ... 9216) fall two to a window (one in the last)."""
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [1.0, 3.0, 5.0, 7.0, 9, 11, 13, 15, 17])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [4.0])  # one game, at step 5120
+    out = tmp_path / "report"
+    assert run_report(out, root, extra=("--windows", "2048")) == 0
+    text = (out / "windows.md").read_text()
+    header, summary_row, seed_1, seed_2 = table_rows(text)
+    assert header == ["run", "2,048", "4,096", "6,144", "8,192", "10,240"]
+    assert seed_1 == ["seed 1", "2.00", "6.00", "10.00", "14.00", "17.00"]
+    assert seed_2 == ["seed 2", "–", "–", "4.00", "–", "–"]
+    assert summary_row[0] == "**ppo_atari_envpool** (2 seeds)"
+    assert summary_row[3] == "7.00 ± 3.00" and summary_row[1] == "2.00 ± 0.00 (n=1)"
+    assert "## Scores per window of steps" in (out / "report.md").read_text()
+    assert not (tmp_path / "plain").exists()
+    assert run_report(tmp_path / "plain", root) == 0
+    assert not (tmp_path / "plain" / "windows.md").exists()  # only with --windows

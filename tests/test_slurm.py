@@ -276,7 +276,6 @@ def wait_until(ready, what: str, cluster: SlurmCluster, timeout: float = 180):
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="needs resume.py's SLURM matching")
 def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     """Two array jobs in one folder with the same script, env id and seed (the same sweep
     submitted twice, or two variants with the same exp_name), both stopped (SIGUSR1, as before a

@@ -39,6 +39,7 @@ from cleanrl_utils.report.sections import (
     speed_table,
     sps_table,
     summary,
+    windows_section,
 )
 
 
@@ -191,6 +192,8 @@ def write_report(report: Report) -> dict[str, str]:
     fragments["aggregate.md"] = aggregate_section(report) if report.cells else "No runs.\n"
     if args.compare_published:
         fragments["comparison.md"] = comparison_section(report) if report.cells else "No runs.\n"
+    if args.windows > 0:
+        fragments["windows.md"] = windows_section(report) if report.cells else "No runs.\n"
     fragments["runs.md"] = runs_table(report) if report.runs else "No runs found.\n"
     fragments["notes.md"] = (
         "".join(f"- {note}\n" for note in report.notes)
@@ -201,6 +204,7 @@ def write_report(report: Report) -> dict[str, str]:
     sections = [
         ("Returns", "returns.md"),
         ("Learning curves", "curves.md"),
+        ("Scores per window of steps", "windows.md"),
         ("Runtimes and speed", "runtimes.md"),
         ("Human-normalised aggregate", "aggregate.md"),
         ("Against the published numbers", "comparison.md"),
