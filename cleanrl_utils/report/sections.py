@@ -337,7 +337,7 @@ def windows_section(report: Report) -> str:
             rows = []
             for script, cell in cells:
                 per_run = [window_means(run, window, count) for run in cell.runs]
-                summary_row = [f"**{script}** ({len(per_run)} seeds)"]
+                summary_row = [f"**{script}** ({plural(len(per_run), 'seed')})"]
                 for k in range(count):
                     values = [m[k] for m in per_run if m[k] is not None]
                     mean, std = mean_std(values) if values else (None, None)
