@@ -47,9 +47,9 @@ class Args:
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100
-    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    """write a checkpoint into the run folder every this many iterations (also after the last one, and on Ctrl-C, SIGTERM, SIGUSR1); 0: only then"""
     resume: str | None = None
-    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
+    """continue a stopped run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest unfinished run of this exp_name, env_id and seed; in a SLURM task, the task's own)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -484,10 +484,10 @@ if __name__ == "__main__":
         iteration_time = sum(run.laps.values())  # rollout, advantages, update
         writer.add_scalar("charts/SPS_update", args.batch_size / iteration_time, global_step)
         run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
-        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
     # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
     save_and_evaluate(run, agent, agent_state.params, make_env, EpisodeStatistics)
-    sys.exit(run.finish())
+    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

@@ -46,9 +46,9 @@ class Args:
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100
-    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    """write a checkpoint into the run folder every this many iterations (also after the last one, and on Ctrl-C, SIGTERM, SIGUSR1); 0: only then"""
     resume: str | None = None
-    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
+    """continue a stopped run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest unfinished run of this exp_name, env_id and seed; in a SLURM task, the task's own)"""
 
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
@@ -413,9 +413,9 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
         run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
-        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
-    save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)
-    sys.exit(run.finish())
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
+    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)
