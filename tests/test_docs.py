@@ -87,3 +87,29 @@ def test_cleanrl_utils_has_no_import_circle(tmp_path):
     (package / "b.py").write_text("def f():\n    import pkg.c\n")
     (package / "c.py").write_text("from pkg import a\n")
     assert hooks.import_cycle(hooks.import_graph(package)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+
+
+def test_published_page_shows_the_published_data():
+    """docs/published.md and the file the report tool compares with hold the same numbers."""
+    import csv
+
+    data = REPO_ROOT / "cleanrl_utils" / "data" / "published_ppo_atari.csv"
+    lines = [line for line in data.read_text().splitlines() if not line.startswith("#")]
+    expected = []
+    for row in csv.DictReader(lines):
+        minutes = float(row["runtime_minutes"])
+        expected.append(
+            [
+                f"`{row['script']}`",
+                row["env_id"],
+                f"{row['return_mean']} ± {row['return_std']}",
+                row["runtime_minutes"],
+                f"{round(int(row['total_timesteps']) / (minutes * 60)):,}",
+            ]
+        )
+    page = (REPO_ROOT / "docs" / "published.md").read_text()
+    table = page.split("## Returns and runtimes", 1)[1].split("\n\n", 2)[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert rows == expected
+    assert {r["seeds"] for r in csv.DictReader(lines)} == {"3"}
+    assert {r["total_timesteps"] for r in csv.DictReader(lines)} == {"10000000"}
