@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The published PPO Atari tables (REFERENCE.md): one launcher call per script, 3 seeds x 10M
-# steps, each run an array task with one GPU and 10 CPUs (benchmark/cleanrl_1gpu.slurm_template).
+# The published PPO Atari tables (docs/published.md; the numbers in
+# cleanrl_utils/data/published_ppo_atari.csv): one launcher call per script, 3 seeds x 10M steps,
+# each run an array task with one GPU and 10 CPUs (benchmark/cleanrl_1gpu.slurm_template).
 # Run from the repository root on a SLURM login node: `bash benchmark/ppo.sh`. Each call only
-# submits its array and returns; `squeue --me` shows them, logs go to slurm/logs/.
+# submits its array and returns; `squeue --me` shows them, logs go to slurm/logs/. A rejected
+# submission stops the script and leaves no rendered file behind. Where there is no SLURM
+# (no sbatch on the PATH), the first call stops with one error line and its local command.
 #
 # To run a call on this machine instead, drop its four --slurm-* flags and set --workers to the
 # runs the machine holds at once; logs then go to benchmark_logs/ and each run gets

@@ -4,17 +4,8 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-
-import ale_py
-import gymnasium as gym
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.optim as optim
-import tyro
-from torch.distributions.categorical import Categorical
 
 from cleanrl_utils import atari_wrappers
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
@@ -24,7 +15,13 @@ from cleanrl_utils.evals import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
-gym.register_envs(ale_py)
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
 
 
 @dataclass
@@ -58,9 +55,9 @@ class Args:
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100
-    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    """write a checkpoint into the run folder every this many iterations (also after the last one, and on Ctrl-C, SIGTERM, SIGUSR1); 0: only then"""
     resume: str | None = None
-    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
+    """continue a stopped run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest unfinished run of this exp_name, env_id and seed; in a SLURM task, the task's own)"""
 
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
@@ -100,18 +97,17 @@ class Args:
     target_kl: float | None = None
     """the target KL divergence threshold"""
 
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    # to be filled in runtime (not flags)
+    batch_size: int = field(default=0, init=False)
+    """the batch size: num_envs * num_steps"""
+    minibatch_size: int = field(default=0, init=False)
+    """the mini-batch size: batch_size // num_minibatches"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of iterations: total_timesteps // batch_size"""
 
 
 def make_env(env_id, num_envs, seed, async_envs=False, video_dir=None, **kwargs):
-    """`num_envs` games, env i seeded with seed + i, each reset in the step that ends its episode
-    (every action reaches the game; the last observation is in `info["final_obs"]`)."""
+    """`num_envs` games, env i seeded with seed + i, each reset in the step that ends its episode."""
 
     def thunk(idx):
         record = video_dir is not None and idx == 0
@@ -126,15 +122,14 @@ def make_env(env_id, num_envs, seed, async_envs=False, video_dir=None, **kwargs)
             env = atari_wrappers.FireReset(env)
         env = gym.wrappers.TransformReward(env, np.sign)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
-        env = gym.wrappers.GrayscaleObservation(env)
+        env = atari_wrappers.GrayscaleOpenCV(env)  # (the published runs' conversion)
         env = gym.wrappers.FrameStackObservation(env, 4)
         return env
 
     thunks = [partial(thunk, idx) for idx in range(num_envs)]
     vector_env = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
     envs = vector_env(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    envs.reset(seed=seed)  # seeds the emulators and no-op starts; the caller's reset starts play
-    return envs
+    return atari_wrappers.SeedOnFirstReset(envs, seed)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -178,8 +173,7 @@ class Agent(nn.Module):
 
 
 def compute_advantages(rollout, next_value, gamma, gae_lambda):
-    """GAE over the rollout. A termination does not bootstrap; a truncation does, from the
-    episode's last observation (`final_values`: the env has reset already)."""
+    """GAE over the rollout: a truncation bootstraps from `final_values`, a termination does not."""
     rewards, values, terminations = rollout.rewards, rollout.values, rollout.terminations
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
     next_values = torch.where(rollout.truncations.bool(), rollout.final_values, next_values)
@@ -204,8 +198,7 @@ class Rollout:
     terminations: torch.Tensor
     truncations: torch.Tensor
     values: torch.Tensor
-    # The env resets in the same step that ends an episode, so every stored transition is real. The
-    # last observation of a truncated episode is not stored, only its value, to bootstrap from.
+    # every transition is real (same-step reset); a truncated episode's last value, to bootstrap:
     final_values: torch.Tensor
 
     @classmethod
@@ -216,6 +209,7 @@ class Rollout:
         return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(6)))
 
 
+@torch.no_grad()
 def collect_rollout(policy, get_value, envs, rollout, next_obs, episode_stats):
     """Play num_steps steps in every env; returns where to continue and the games that ended."""
     device = rollout.obs.device
@@ -224,8 +218,7 @@ def collect_rollout(policy, get_value, envs, rollout, next_obs, episode_stats):
         rollout.obs[step] = next_obs
 
         # ALGO LOGIC: action logic
-        with torch.no_grad():
-            action, logprob, _, value = policy(next_obs)
+        action, logprob, _, value = policy(next_obs)
         rollout.values[step] = value.flatten()
         rollout.actions[step] = action
         rollout.logprobs[step] = logprob
@@ -238,8 +231,7 @@ def collect_rollout(policy, get_value, envs, rollout, next_obs, episode_stats):
         rollout.final_values[step] = 0
         if truncated.any():
             final_obs = torch.from_numpy(np.stack(info["final_obs"][truncated])).to(device)
-            with torch.no_grad():
-                final_value = get_value(final_obs).flatten()
+            final_value = get_value(final_obs).flatten()
             rollout.final_values[step, torch.from_numpy(truncated).to(device)] = final_value
         next_obs = torch.from_numpy(next_obs).to(device)
         for episodic_return, episodic_length in episode_stats.update(info, truncated, acted=True):
@@ -328,7 +320,6 @@ if __name__ == "__main__":
     # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
     video_dir = f"videos/{run.name}" if args.capture_video else None
     envs = make_env(args.env_id, args.num_envs, run.games_seed, args.async_envs, video_dir)
-    assert envs.single_action_space.n > 0, "only discrete action spaces are supported"
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -336,7 +327,6 @@ if __name__ == "__main__":
     state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
     run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
 
-    # --compile: the same functions, compiled (they draw the same random numbers)
     policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
 
     # ALGO Logic: Storage setup
@@ -382,9 +372,9 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
         run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
-        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
     save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
-    sys.exit(run.finish())
+    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

@@ -4,22 +4,21 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
-
-import envpool
-import gymnasium as gym
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.optim as optim
-import tyro
-from torch.distributions.categorical import Categorical
+from dataclasses import dataclass, field
 
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
 from cleanrl_utils.compile import compiled
 from cleanrl_utils.evals import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
+
+import envpool
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
 
 
 @dataclass
@@ -53,13 +52,15 @@ class Args:
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100
-    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    """write a checkpoint into the run folder every this many iterations (also after the last one, and on Ctrl-C, SIGTERM, SIGUSR1); 0: only then"""
     resume: str | None = None
-    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
+    """continue a stopped run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest unfinished run of this exp_name, env_id and seed; in a SLURM task, the task's own)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
     """the id of the environment (an EnvPool Atari id)"""
+    max_episode_steps: int = 108_000
+    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 is the Machado et al. protocol (docs/ppo_atari_envpool.md)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -93,22 +94,21 @@ class Args:
     target_kl: float | None = None
     """the target KL divergence threshold"""
 
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    # to be filled in runtime (not flags)
+    batch_size: int = field(default=0, init=False)
+    """the batch size: num_envs * num_steps"""
+    minibatch_size: int = field(default=0, init=False)
+    """the mini-batch size: batch_size // num_minibatches"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of iterations: total_timesteps // batch_size"""
 
 
-def make_env(env_id, num_envs, seed, **kwargs):
+def make_env(env_id, num_envs, seed, max_episode_steps=108_000, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
     # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
     # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    return envpool.make_gym(
-        env_id, num_envs=num_envs, seed=seed, episodic_life=True, reward_clip=True, **kwargs
-    )
+    kwargs |= dict(max_episode_steps=max_episode_steps, episodic_life=True, reward_clip=True)
+    return envpool.make_gym(env_id, num_envs=num_envs, seed=seed, **kwargs)
 
 
 class EpisodeStatistics:
@@ -211,6 +211,7 @@ class Rollout:
         return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(6)))
 
 
+@torch.no_grad()
 def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
     """Play num_steps steps in every env; returns where to continue and the games that ended."""
     device = rollout.obs.device
@@ -220,8 +221,7 @@ def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
         rollout.valids[step] = torch.from_numpy(next_valid)
 
         # ALGO LOGIC: action logic
-        with torch.no_grad():
-            action, logprob, _, value = policy(next_obs)
+        action, logprob, _, value = policy(next_obs)
         rollout.values[step] = value.flatten()
         rollout.actions[step] = action
         rollout.logprobs[step] = logprob
@@ -320,8 +320,7 @@ if __name__ == "__main__":
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-    envs = make_env(args.env_id, args.num_envs, run.games_seed)
-    assert isinstance(envs.single_action_space, gym.spaces.Discrete), "discrete actions only"
+    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -329,7 +328,6 @@ if __name__ == "__main__":
     state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
     run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
 
-    # --compile: the same functions, compiled (they draw the same random numbers)
     policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
 
     # ALGO Logic: Storage setup
@@ -376,9 +374,9 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
         run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
-        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
     save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
-    sys.exit(run.finish())  # 0, or 75 after a stop signal (SLURM requeues the task)
+    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

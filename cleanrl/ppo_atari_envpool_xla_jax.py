@@ -4,13 +4,17 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import partial
+
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.evals.jax_eval import save_and_evaluate
+from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.run import Run
 
 import envpool
 import flax
 import flax.linen as nn
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,11 +22,6 @@ import optax
 import tyro
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
-
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
-from cleanrl_utils.evals.jax_eval import save_and_evaluate
-from cleanrl_utils.metrics import explained_variance
-from cleanrl_utils.run import Run
 
 
 @dataclass
@@ -52,13 +51,15 @@ class Args:
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100
-    """write a checkpoint into the run folder every this many iterations (also after the last one and on SIGTERM/SIGUSR1); 0: only then"""
+    """write a checkpoint into the run folder every this many iterations (also after the last one, and on Ctrl-C, SIGTERM, SIGUSR1); 0: only then"""
     resume: str | None = None
-    """continue a killed run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest run of this exp_name, env_id and seed)"""
+    """continue a stopped run from its newest checkpoint: its run folder, a checkpoint file, or `auto` (the newest unfinished run of this exp_name, env_id and seed; in a SLURM task, the task's own)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
     """the id of the environment (an EnvPool Atari id)"""
+    max_episode_steps: int = 108_000
+    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 is the Machado et al. protocol (docs/ppo_atari_envpool.md)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -92,13 +93,13 @@ class Args:
     target_kl: float | None = None
     """the target KL divergence threshold"""
 
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    # to be filled in runtime (not flags)
+    batch_size: int = field(default=0, init=False)
+    """the batch size: num_envs * num_steps"""
+    minibatch_size: int = field(default=0, init=False)
+    """the mini-batch size: batch_size // num_minibatches"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of iterations: total_timesteps // batch_size"""
 
 
 def configure_jax(args):
@@ -114,13 +115,12 @@ def configure_jax(args):
     os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")
 
 
-def make_env(env_id, num_envs, seed, **kwargs):
+def make_env(env_id, num_envs, seed, max_episode_steps=108_000, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
     # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
     # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    return envpool.make_gym(
-        env_id, num_envs=num_envs, seed=seed, episodic_life=True, reward_clip=True, **kwargs
-    )
+    kwargs |= dict(max_episode_steps=max_episode_steps, episodic_life=True, reward_clip=True)
+    return envpool.make_gym(env_id, num_envs=num_envs, seed=seed, **kwargs)
 
 
 @flax.struct.dataclass
@@ -410,8 +410,7 @@ if __name__ == "__main__":
     key, agent_key, rollout_key = jax.random.split(key, 3)
 
     # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-    envs = make_env(args.env_id, args.num_envs, run.games_seed)
-    assert isinstance(envs.action_space, gym.spaces.Discrete), "discrete actions only"
+    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
 
     agent = Agent(envs.action_space.n)
     obs_shape = envs.observation_space.shape
@@ -489,10 +488,10 @@ if __name__ == "__main__":
         iteration_time = sum(run.laps.values())  # rollout, advantages, update
         writer.add_scalar("charts/SPS_update", args.batch_size / iteration_time, global_step)
         run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
-        if run.stop_requested:  # SIGTERM or SIGUSR1: this iteration's checkpoint is written
+        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
     # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
     save_and_evaluate(run, agent, agent_state.params, make_env, EpisodeStatistics)
-    sys.exit(run.finish())
+    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tyro
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import USAGE_ERROR, fail
 from cleanrl_utils.progress import format_seconds
 
 
@@ -71,6 +71,7 @@ POLL_S = 0.2
 STOP_GRACE_S = 30.0  # after SIGTERM, how long a run may take to exit (to write its checkpoint)
 LOG_TAIL_LINES = 20
 INTERRUPTED = 130  # the shell's exit code for a process stopped by Ctrl-C
+PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
 
 
 @dataclass(frozen=True)
@@ -395,21 +396,72 @@ def render_template(path: str, values: dict[str, str | None]) -> str:
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
-def write_slurm_file(text: str) -> Path:
-    # the templates in benchmark/ write their logs to slurm/logs/, which sbatch does not create
-    Path("slurm/logs").mkdir(parents=True, exist_ok=True)
-    path = Path("slurm") / f"{uuid.uuid4()}.slurm"
+SLURM_DIR = Path("slurm")
+SLURM_LOGS = SLURM_DIR / "logs"  # the templates in benchmark/ log there; sbatch does not create it
+
+
+def write_slurm_file(text: str) -> tuple[Path, list[Path]]:
+    """`slurm/{uuid}.slurm` and the log folder; returns the file and the folders it created."""
+    created = [d for d in (SLURM_DIR, SLURM_LOGS) if not d.exists()]
+    SLURM_LOGS.mkdir(parents=True, exist_ok=True)
+    path = SLURM_DIR / f"{uuid.uuid4()}.slurm"
     path.write_text(text)
-    return path
+    return path, created
 
 
-def submit(path: Path, env: dict) -> str:
-    result = subprocess.run(
-        ["sbatch", "--parsable", str(path)], env=env, capture_output=True, text=True
-    )
-    if result.returncode:
-        fail(f"sbatch rejected {path} (exit code {result.returncode}): {result.stderr.strip()}", 1)
+def submit(path: Path, created: list[Path], env: dict) -> str:
+    """`sbatch` the file; returns the job id. A rejected (or interrupted) submission leaves
+    nothing behind: the file and the folders made for it are removed."""
+    try:
+        result = subprocess.run(
+            ["sbatch", "--parsable", str(path)], env=env, capture_output=True, text=True
+        )
+        if result.returncode:
+            fail(
+                f"sbatch rejected {path} (exit code {result.returncode}; nothing submitted, the "
+                f"file removed): {result.stderr.strip()}",
+                1,
+            )
+    except BaseException:  # the error above, Ctrl-C, no sbatch after all
+        remove_slurm_file(path, created)
+        raise
     return result.stdout.strip().split(";")[0]  # `--parsable` prints `JOBID[;CLUSTER]`
+
+
+def remove_slurm_file(path: Path, created: list[Path]) -> None:
+    path.unlink(missing_ok=True)
+    for folder in reversed(created):  # logs, then slurm/, if nothing else is in them
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def local_command(args: Args) -> str:
+    """The launcher command that runs the same sweep on this machine: no `--slurm-*` flags."""
+    flags = ["--env-ids", *args.env_ids, "--command", args.command]
+    flags += ["--num-seeds", str(args.num_seeds)]
+    if args.start_seed != Args.start_seed:
+        flags += ["--start-seed", str(args.start_seed)]
+    flags += ["--workers", str(args.workers)]
+    if not args.auto_tag:
+        flags.append("--no-auto-tag")
+    if args.log_dir is not None:
+        flags += ["--log-dir", args.log_dir]
+    if args.threads_per_run is not None:
+        flags += ["--threads-per-run", str(args.threads_per_run)]
+    return " ".join([PROG, *map(shlex.quote, flags)])
+
+
+def no_slurm(args: Args, jobs: list[Job]) -> None:
+    """No `sbatch` here: one `error:` line, the local command of the same sweep, exit code 2."""
+    print(
+        f"error: no SLURM here (sbatch is not on the PATH), nothing submitted; to run the same "
+        f"{len(jobs)} runs on this machine (set --workers to the runs it can hold at once):\n"
+        f"  {local_command(args)}",
+        file=sys.stderr,
+    )
+    raise SystemExit(USAGE_ERROR)
 
 
 def log_pattern(text: str, job_id: str) -> str:
@@ -523,13 +575,13 @@ def run_slurm(args: Args, jobs: list[Job], env: dict) -> int:
     values = template_values(args, jobs)
     text = render_template(args.slurm_template_path, values)
     if args.workers > 0 and shutil.which("sbatch", path=env.get("PATH")) is None:
-        fail("sbatch not found: submitting needs a SLURM client on the PATH (or use --workers 0)")
-    path = write_slurm_file(text)
+        no_slurm(args, jobs)
+    path, created = write_slurm_file(text)
     print(f"======= rendered {args.slurm_template_path} into {path}")
     if args.workers == 0:
         print(f"not submitted (--workers 0); submit it with: sbatch {path}")
         return 0
-    job_id = submit(path, env)
+    job_id = submit(path, created, env)
     print(f"submitted job {job_id}: {len(jobs)} array tasks, at most {args.workers} at a time")
     print(f"  watch:  squeue --jobs {job_id}")
     print(f"  logs:   {log_pattern(text, job_id)}")
@@ -543,7 +595,7 @@ def run_slurm(args: Args, jobs: list[Job], env: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = tyro.cli(Args, args=argv)
+    args = tyro.cli(Args, args=argv, prog=PROG, description=__doc__.split("\n\n")[0])
     check_args(args)
     jobs = make_jobs(args)
 

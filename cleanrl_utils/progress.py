@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
+
+MIN_BAR_COLUMNS = 40  # narrower terminals (or ones that report 0 columns) get plain lines
 
 
 class Progress:
     """Shows steps, steps per second, the latest average return and the time left.
 
-    On a terminal this is a tqdm bar; when stderr is not a terminal (SLURM, CI, `| tee`), it
-    prints one plain line at most every `every_s` seconds, and always the last one.
+    On a terminal this is a tqdm bar, drawn at the terminal's width when it starts; when stderr
+    is not a terminal (SLURM, CI, `| tee`), or one too narrow for a bar, it prints one plain line
+    at most every `every_s` seconds, and always the last one. `write` prints a message on a line
+    of its own, never glued to the bar.
     """
 
     def __init__(self, total_steps: int, every_s: float = 10.0, stream=None, start_step: int = 0):
@@ -20,15 +25,12 @@ class Progress:
         self.start = time.time()
         self.last_print = -float("inf")
         self.bar = None
-        if self.stream.isatty():
+        columns = shutil.get_terminal_size((0, 0)).columns
+        if self.stream.isatty() and columns >= MIN_BAR_COLUMNS:
             from tqdm import tqdm
 
             self.bar = tqdm(
-                total=total_steps,
-                initial=start_step,
-                unit="step",
-                file=self.stream,
-                dynamic_ncols=True,
+                total=total_steps, initial=start_step, unit="step", file=self.stream, ncols=columns
             )
 
     def update(self, global_step: int, sps: float, avg_return: float | None) -> None:
@@ -50,6 +52,14 @@ class Progress:
             file=self.stream,
             flush=True,
         )
+
+    def write(self, message: str) -> None:
+        """A message on its own line: the bar (if any) is cleared, then drawn again below it."""
+        if self.bar is not None:
+            self.bar.clear()
+        print(message, file=self.stream, flush=True)
+        if self.bar is not None:
+            self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:

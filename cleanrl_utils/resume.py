@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
 )
 from cleanrl_utils.checks import fail
-from cleanrl_utils.runs import find_runs
+from cleanrl_utils.runs import find_runs, slurm_task
 
 # Arguments that may change between a run and its resumption: they do not change what is learned.
 FREE_ARGS = {
@@ -51,32 +52,67 @@ def games_seed(seed: int, iteration: int) -> int:
 def find_checkpoint(args, runs_dir: Path) -> tuple[Path, dict] | None:
     """The checkpoint file `args.resume` names and its payload: the newest readable one of a run
     folder (a damaged newest one is reported and the one before it used), one file, or with `auto`
-    the newest run of the same exp_name, env_id and seed that has one (None, said so, if none
-    has). Anything else, a checkpoint of the older (pickle) format included, is one `error:` line
-    and exit code 2."""
-    resume = args.resume
-    if resume == "auto":
-        with_checkpoint = [
-            path
-            for path in find_runs(runs_dir, args.env_id, args.exp_name, args.seed)
-            if list_checkpoints(path)
-        ]
-        if not with_checkpoint:
-            print(
-                f"--resume auto: no checkpoint of {args.exp_name} on {args.env_id} with seed "
-                f"{args.seed} under {runs_dir}/; starting a new run",
-                file=sys.stderr,
-            )
-            return None
-        files = list_checkpoints(with_checkpoint[0])
-    elif Path(resume).is_file():
-        files = [Path(resume)]
-    elif Path(resume).is_dir():
-        files = list_checkpoints(Path(resume))
+    the newest unfinished run (`find_unfinished`). Anything else, a checkpoint of the older
+    (pickle) format included, is one `error:` line and exit code 2."""
+    if args.resume == "auto":
+        return find_unfinished(args, runs_dir)
+    path = Path(args.resume)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = list_checkpoints(path)
         if not files:
-            fail(f"--resume {resume}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
+            fail(f"--resume {path}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
     else:
-        fail(f"--resume {resume}: no such run folder or checkpoint file")
+        fail(f"--resume {path}: no such run folder or checkpoint file")
+    found = newest_readable(files)
+    if found is None:
+        fail(f"--resume {path}: no readable checkpoint (see the warnings above)")
+    return found
+
+
+def find_unfinished(args, runs_dir: Path) -> tuple[Path, dict] | None:
+    """`--resume auto`: the newest run of the same exp_name, env_id and seed whose newest
+    checkpoint is not of its last iteration, said so on stderr; in a SLURM task, only a run that
+    the same task started (a requeued task resumes its own run, never another job's). None, said
+    so, when there is none: a new run starts."""
+    task = slurm_task()
+    finished = []
+    for run_dir in find_runs(runs_dir, args.env_id, args.exp_name, args.seed):
+        if task is not None and not started_by(run_dir, task):
+            continue
+        found = newest_readable(list_checkpoints(run_dir))
+        if found is None:
+            continue
+        if found[1]["iteration"] >= found[1]["args"]["num_iterations"]:
+            finished.append(run_dir.name)
+            continue
+        print(f"--resume auto: the newest unfinished run is {run_dir.name}", file=sys.stderr)
+        return found
+    where = " started by this SLURM task" if task is not None else ""
+    done = f" ({len(finished)} finished: {', '.join(finished)})" if finished else ""
+    print(
+        f"--resume auto: no unfinished run of {args.exp_name} on {args.env_id} with seed "
+        f"{args.seed}{where} under {runs_dir}/{done}; starting a new run",
+        file=sys.stderr,
+    )
+    return None
+
+
+def started_by(run_dir: Path, task: dict) -> bool:
+    """Whether config.json says the run was started by this SLURM task (an array task keeps its
+    array job and task id when it is requeued)."""
+    try:
+        started = json.loads((run_dir / "config.json").read_text()).get("slurm") or {}
+    except (OSError, ValueError):
+        return False
+    keys = ["array_job_id", "array_task_id"] if "array_job_id" in task else ["job_id"]
+    return all(started.get(key) == task.get(key) for key in keys)
+
+
+def newest_readable(files: list[Path]) -> tuple[Path, dict] | None:
+    """The first of `files` (newest first) that reads as a checkpoint, and its payload; each
+    damaged one on the way is reported on stderr."""
     for i, file in enumerate(files):
         try:
             return file, read_checkpoint(file)
@@ -85,7 +121,7 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, dict] | None:
         except CorruptCheckpoint as exc:
             usable = "; trying the one before it" if i + 1 < len(files) else ""
             print(f"warning: checkpoint {file} is corrupt: {exc}{usable}", file=sys.stderr)
-    fail(f"--resume {resume}: no readable checkpoint (see the warnings above)")
+    return None
 
 
 def reconcile_args(args, payload: dict, script: str, file: Path) -> None:

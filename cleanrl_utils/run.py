@@ -14,17 +14,18 @@ Every script in `cleanrl/` makes these calls, in this order:
         run.end_iteration(iteration, global_step, avg_returns, state)  # progress; checkpoint if due
         if run.stop_requested:    # a stop signal came: this iteration's checkpoint is written
             break
-    sys.exit(run.finish())        # TensorBoard and W&B closed; 0, or 75 after a stop signal
+    sys.exit(run.finish())        # TensorBoard and W&B closed; 0, 75 after SIGTERM, 130 after Ctrl-C
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
 when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`.
 
 Checkpoints: every `--checkpoint-every` iterations, after the last one, and after a stop signal:
-SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) make the run finish
-its iteration, write a checkpoint and stop; `finish()` then returns `CHECKPOINT_EXIT` (75,
+SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) and Ctrl-C make the run
+finish its iteration, write a checkpoint and stop; `finish()` then returns `CHECKPOINT_EXIT` (75,
 EX_TEMPFAIL: "try again"), which the SLURM templates answer by requeueing the task with
-`--resume auto`. The emulators cannot be saved, so a resumed run starts new games, seeded with
+`--resume auto`, or 130 after Ctrl-C. A second Ctrl-C, or one outside the training loop, stops
+at once. The emulators cannot be saved, so a resumed run starts new games, seeded with
 `games_seed(seed, iteration)`.
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import sys
 import time
@@ -60,9 +62,14 @@ from cleanrl_utils.runs import (
     run_record,
 )
 
-CHECKPOINT_EXIT = 75
+CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
+INTERRUPTED_EXIT = 130  # what a shell reports for a process stopped by Ctrl-C
 KEEP = 2  # checkpoints kept per run, newest first
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+def signal_name(signum: int) -> str:
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 class Run:
@@ -80,15 +87,18 @@ class Run:
         if args.resume is not None:
             self._read_checkpoint()
         if self.payload is None:
-            self.name = str(RunName.new(args.env_id, args.exp_name, args.seed))
+            self.name = str(RunName.new(args.env_id, args.exp_name, args.seed, self.runs_dir))
         self.dir = self.runs_dir / self.name
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
         self.games_seed = games_seed(args.seed, self.start_iteration)
         self.start_time = time.time()
+        self.pid = os.getpid()
         self.stop_signal: int | None = None
         self.stop_requested = False
+        self.training = False  # between the first and the last iteration of this process
+        self.iteration_s = 0.0  # how long the last iteration took
         self.laps: dict[str, float] = {}
         self._lap_start = time.time()
         self.writer = None
@@ -150,6 +160,7 @@ class Run:
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_stop_signal)
+        print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
     def restore(self, state: dict) -> dict:
@@ -169,6 +180,7 @@ class Run:
             self.start_time -= elapsed
         total_steps = self.args.num_iterations * self.args.batch_size
         self.progress = Progress(total_steps, start_step=self.global_step)
+        self.training = True
         self._lap_start = time.time()
         return state
 
@@ -192,24 +204,46 @@ class Run:
         also sets `stop_requested`."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
+        self.iteration_s = time.time() - self._lap_start + sum(self.laps.values())
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
-        if last or self.stop_requested:
-            self.progress.close()
         if last or self.stop_requested or (every > 0 and iteration % every == 0):
             self._save(iteration, global_step, state() if callable(state) else state)
+        if last or self.stop_requested:
+            self.progress.close()
+            self.training = False
         self._lap_start = time.time()
 
+    def _say(self, message: str) -> None:
+        """A message on stderr, on a line of its own (not glued to the progress bar)."""
+        if self.progress is not None and self.training:
+            self.progress.write(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
     def _on_stop_signal(self, signum, frame) -> None:
+        """SIGTERM, SIGUSR1, Ctrl-C: finish the iteration, write a checkpoint, stop. Ctrl-C before
+        the first iteration ended, after the last one, or a second time stops at once. Processes
+        forked from this one (gymnasium's `--async-envs` workers) ignore them: the group gets the
+        signal, and this process stops them."""
+        if os.getpid() != self.pid:
+            return
+        name = signal_name(signum)
+        if signum == signal.SIGINT and not (self.training and self.iteration_s):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            self._say(f"received {name}: stopping now (nothing new since the last checkpoint)")
+            raise SystemExit(INTERRUPTED_EXIT)
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C stops at once
         if self.stop_signal is None:
-            print(
-                f"received {signal.Signals(signum).name}: finishing this iteration, then "
-                "writing a checkpoint and exiting",
-                file=sys.stderr,
-                flush=True,
+            wait = f" (about {self.iteration_s:.0f} s)" if self.iteration_s else ""
+            again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
+            self._say(
+                f"received {name}: finishing this iteration{wait}, then writing a checkpoint and "
+                f"stopping{again}"
             )
         self.stop_signal = signum
 
@@ -233,27 +267,32 @@ class Run:
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
         if self.stop_requested:
-            print(
-                f"{signal.Signals(self.stop_signal).name}: checkpoint of iteration {iteration} "
-                f"written to {path}; exiting with code {CHECKPOINT_EXIT} "
-                f"(continue with --resume {self.dir})",
-                file=sys.stderr,
-                flush=True,
+            self._say(
+                f"{signal_name(self.stop_signal)}: checkpoint of iteration {iteration} written to {path}; exiting with "
+                f"code {self.exit_code()} (continue with: python {sys.argv[0]} --resume {self.dir})"
             )
         return path
 
     # -- the end ----------------------------------------------------------------------------
 
+    def exit_code(self) -> int:
+        """0; after a stop signal (its checkpoint is written) `CHECKPOINT_EXIT`, or
+        `INTERRUPTED_EXIT` for Ctrl-C."""
+        if not self.stop_requested:
+            return 0
+        return INTERRUPTED_EXIT if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
+
     def finish(self) -> int:
-        """Closes TensorBoard and W&B. Returns the exit code: 0, or `CHECKPOINT_EXIT` when a stop
-        signal ended the run early (its checkpoint is written)."""
-        code = CHECKPOINT_EXIT if self.stop_requested else 0
+        """Closes TensorBoard and W&B, says where the run's files are. Returns the exit code."""
+        code = self.exit_code()
+        if code == 0:
+            print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:
             self.progress.close()
         self.writer.close()
         wandb = sys.modules.get("wandb")
         if wandb is not None and wandb.run is not None:
-            if code:
+            if code == CHECKPOINT_EXIT:
                 wandb.mark_preempting()
             wandb.finish(exit_code=code)
         return code

@@ -32,8 +32,12 @@ class RunName:
         return f"{self.env_id}__{self.exp_name}__{self.seed}__{self.start_time}"
 
     @classmethod
-    def new(cls, env_id: str, exp_name: str, seed: int) -> RunName:
-        return cls(env_id, exp_name, seed, int(time.time()))
+    def new(cls, env_id: str, exp_name: str, seed: int, runs_dir=None) -> RunName:
+        """Named after now; a second later if `runs_dir` has a run of that name already."""
+        name = cls(env_id, exp_name, seed, int(time.time()))
+        while runs_dir is not None and (Path(runs_dir) / str(name)).exists():
+            name = dataclasses.replace(name, start_time=name.start_time + 1)
+        return name
 
     @classmethod
     def parse(cls, name: str) -> RunName | None:
@@ -108,16 +112,27 @@ def git_version(cwd: Path = REPO_ROOT) -> dict:
     return {"commit": commit, "dirty": bool(status)}
 
 
+def slurm_task() -> dict | None:
+    """The SLURM job (and array task) this process runs in, None outside SLURM."""
+    names = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID"}
+    names["array_task_id"] = "SLURM_ARRAY_TASK_ID"
+    task = {key: os.environ[name] for key, name in names.items() if name in os.environ}
+    return task or None
+
+
 def run_record(args, run_name: str) -> dict:
-    """Everything needed to tell later what produced a run."""
+    """Everything needed to tell later what produced a run: the arguments, the command as it was
+    typed (and where), the code version, the machine, the SLURM task."""
     return {
         "run_name": run_name,
         "args": dataclasses.asdict(args),
-        "command": [os.path.basename(sys.argv[0]), *sys.argv[1:]],
+        "command": list(sys.argv),
+        "cwd": os.getcwd(),
         "git": git_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "slurm": slurm_task(),
     }
 
 
@@ -135,5 +150,6 @@ def resumed_record(config_path: Path, record: dict) -> dict:
     except (OSError, ValueError):
         return record
     resumes = original.setdefault("resumes", [])
-    resumes.append({k: record[k] for k in ("command", "git", "start_time") if k in record})
+    keys = ("command", "cwd", "git", "start_time", "slurm")
+    resumes.append({k: record[k] for k in keys if k in record})
     return original

@@ -10,7 +10,7 @@ import numpy as np
 from atari_testing import BREAKOUT, FIRE, LEFT, NOOP, find_wrapper, one_torch_thread, wrapper_chain
 
 from cleanrl.ppo_atari import make_env
-from cleanrl_utils.atari_wrappers import EpisodicLife, FireReset, NoopReset
+from cleanrl_utils.atari_wrappers import EpisodicLife, FireReset, GrayscaleOpenCV, NoopReset
 
 __all__ = ["one_torch_thread"]  # the module's autouse fixture
 
@@ -27,9 +27,9 @@ def play_until(env, action, stop, max_steps=500):
 
 def test_wrappers_are_in_reference_order():
     envs = make_env(BREAKOUT, 1, seed=1)
-    assert wrapper_chain(envs.envs[0]) == [
+    assert wrapper_chain(envs.unwrapped.envs[0]) == [
         "FrameStackObservation",
-        "GrayscaleObservation",
+        "GrayscaleOpenCV",
         "ResizeObservation",
         "TransformReward",
         "FireReset",
@@ -46,9 +46,9 @@ def test_wrappers_are_in_reference_order():
 
 def test_games_without_fire_get_no_fire_reset():
     envs = make_env("MsPacmanNoFrameskip-v4", 1, seed=1)
-    assert "FIRE" not in envs.envs[0].unwrapped.get_action_meanings()
-    assert "FireReset" not in wrapper_chain(envs.envs[0])
-    assert "EpisodicLife" in wrapper_chain(envs.envs[0])
+    assert "FIRE" not in envs.unwrapped.envs[0].unwrapped.get_action_meanings()
+    assert "FireReset" not in wrapper_chain(envs.unwrapped.envs[0])
+    assert "EpisodicLife" in wrapper_chain(envs.unwrapped.envs[0])
     envs.close()
 
 
@@ -140,7 +140,7 @@ def test_fire_reset_launches_the_ball_after_reset_and_after_a_lost_life():
 
 def test_rewards_are_clipped_to_their_sign_and_statistics_keep_the_raw_score():
     envs = make_env(SPACE_INVADERS, 1, seed=1)
-    env = envs.envs[0]
+    env = envs.unwrapped.envs[0]
     stats = find_wrapper(env, "RecordEpisodeStatistics")
     env.reset()
     rng = np.random.default_rng(1)
@@ -163,7 +163,7 @@ def test_rewards_are_clipped_to_their_sign_and_statistics_keep_the_raw_score():
 
 def test_observation_is_max_of_last_two_frames_resized_to_84x84_gray_in_a_stack_of_4():
     envs = make_env(BREAKOUT, 1, seed=1)
-    env = envs.envs[0]
+    env = envs.unwrapped.envs[0]
     ale = env.unwrapped.ale
     obs, _ = env.reset()
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
@@ -180,7 +180,39 @@ def test_observation_is_max_of_last_two_frames_resized_to_84x84_gray_in_a_stack_
         small = cv2.resize(
             np.maximum(screens[2], screens[3]), (84, 84), interpolation=cv2.INTER_AREA
         )
-        gray = np.sum(small * np.array([0.2125, 0.7154, 0.0721]), axis=-1).astype(np.uint8)
+        gray = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)  # the published runs' conversion
         np.testing.assert_array_equal(new_obs[3], gray)
         obs = new_obs
     envs.close()
+
+
+def test_grayscale_is_the_published_runs_opencv_conversion():
+    """gymnasium 0.29 (the published runs) converted with OpenCV; gymnasium 1.x weighs the colours
+    differently. The expected gray levels here are OpenCV's fixed-point formula, computed alone."""
+    env = gym.wrappers.ResizeObservation(gym.make(BREAKOUT), (84, 84))
+    env.reset(seed=3)
+    for _ in range(40):
+        rgb, *_ = env.step(FIRE)
+    r, g, b = (rgb[..., i].astype(np.int64) for i in range(3))
+    expected = ((r * 4899 + g * 9617 + b * 1868 + (1 << 13)) >> 14).astype(np.uint8)
+    gray = GrayscaleOpenCV(env).observation(rgb)
+    assert gray.shape == (84, 84) and gray.dtype == np.uint8
+    np.testing.assert_array_equal(gray, expected)
+    gymnasiums = gym.wrappers.GrayscaleObservation(env).observation(rgb)
+    assert (gymnasiums != gray).mean() > 0.05  # the conversion the published runs did not use
+
+
+def test_the_first_reset_is_the_one_seeded_reset():
+    """`make_env` seeds the games at the caller's first reset: one reset, as published (before,
+    the games were reset twice and the first game started 12 frames later)."""
+    envs = make_env(BREAKOUT, 2, seed=5)
+    first, _ = envs.reset()
+    frames = [env.unwrapped.ale.getEpisodeFrameNumber() for env in envs.unwrapped.envs]
+    envs.close()
+    raw = make_env(BREAKOUT, 2, seed=5).unwrapped  # the vector env itself, reset once by hand
+    seeded, _ = raw.reset(seed=5)
+    assert frames == [env.unwrapped.ale.getEpisodeFrameNumber() for env in raw.envs]
+    np.testing.assert_array_equal(first, seeded)
+    again, _ = raw.reset()  # a second reset starts other games
+    assert not np.array_equal(again, seeded)
+    raw.close()

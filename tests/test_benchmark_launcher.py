@@ -427,14 +427,64 @@ def test_placeholder_whose_flag_is_missing_is_an_error(fake_sbatch, capsys):
     assert not fake_sbatch.exists()
 
 
-def test_missing_sbatch_is_an_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    err = expect_usage_error(
-        ["--slurm-template-path", str(CPU_TEMPLATE), "--slurm-total-cpus", "4", "--workers", "1"],
-        capsys,
+def path_without_sbatch(tmp_path: Path) -> str:
+    """A PATH with `python` (this interpreter) and nothing else: no SLURM client."""
+    write_script(tmp_path / "bin" / "python", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    return str(tmp_path / "bin")
+
+
+def test_without_slurm_it_says_so_and_prints_the_local_command_of_the_same_sweep(tmp_path):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    env = {**os.environ, "PATH": path_without_sbatch(tmp_path)}
+    code = "import pathlib, sys; pathlib.Path(f'ran_{sys.argv[-3]}_{sys.argv[-1]}').touch()"
+    result = launch(
+        "--slurm-template-path", str(CPU_TEMPLATE), "--slurm-total-cpus", "4",
+        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "2", "--start-seed", "5",
+        "--workers", "2", "--command", python_command(code), "--no-auto-tag",
+        cwd=cwd, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    error, command, *rest = result.stderr.splitlines()
+    assert error == (
+        "error: no SLURM here (sbatch is not on the PATH), nothing submitted; to run the same 4 "
+        "runs on this machine (set --workers to the runs it can hold at once):"
     )
-    assert "sbatch not found" in err
+    assert rest == [] and command.startswith("  python -m cleanrl_utils.benchmark ")
+    assert "--slurm" not in command
+    assert list(cwd.iterdir()) == []  # no slurm/ folder, no rendered file
+    # the printed command, as a user pastes it into a shell, runs the same four runs here
+    local = subprocess.run(
+        [shutil.which("bash"), "-c", command], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert "4 of 4 runs succeeded" in local.stdout
+    ran = sorted(p.name for p in cwd.iterdir() if p.name.startswith("ran_"))
+    assert ran == [f"ran_{e}_{s}" for e in ("Breakout-v5", "Pong-v5") for s in (5, 6)]
+
+
+def test_ppo_sh_without_slurm_stops_at_once_and_leaves_nothing(tmp_path):
+    (tmp_path / "benchmark").symlink_to(REPO / "benchmark")
+    env = {**os.environ, "PATH": path_without_sbatch(tmp_path)}
+    result = subprocess.run(
+        [shutil.which("bash"), "benchmark/ppo.sh"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    error, command = result.stderr.splitlines()
+    assert error.startswith("error: no SLURM here (sbatch is not on the PATH)")
+    assert command == (
+        "  python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 "
+        "BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 "
+        "--command 'python cleanrl/ppo_atari.py --track --capture_video' --num-seeds 3 --workers 9"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["benchmark", "bin"]  # no slurm/
+
+
+def test_help_names_the_command_as_it_is_typed(tmp_path):
+    result = launch("--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m cleanrl_utils.benchmark [-h]"), result.stdout
 
 
 @pytest.mark.parametrize(

@@ -258,3 +258,19 @@ def test_each_script_checks_its_env_id_before_any_work(monkeypatch, tmp_path, ca
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: unknown env id {env_id!r}"), lines
     assert not list(tmp_path.iterdir())  # no runs/, videos/, wandb/
+
+
+@pytest.mark.parametrize("script", list(SCRIPT_CHECKS))
+@pytest.mark.parametrize("flag", ["--batch-size", "--minibatch-size", "--num-iterations"])
+def test_the_derived_sizes_are_not_flags(script, flag, capsys):
+    """They are computed from the other flags: offering them would overwrite what was given."""
+    import tyro
+
+    module = importlib.import_module(f"cleanrl.{script}")
+    with pytest.raises(SystemExit) as exit_info:
+        tyro.cli(module.Args, args=[flag, "64"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        tyro.cli(module.Args, args=["--help"])
+    assert flag not in capsys.readouterr().out
+    assert module.Args().batch_size == 0  # filled in by the script, after the resume

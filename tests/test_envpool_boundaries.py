@@ -298,3 +298,23 @@ def test_sync_pool_returns_results_in_env_id_order():
         assert info["env_id"].tolist() == list(range(num_envs))
         boundaries += int(np.sum(terminated | truncated))
     assert boundaries > num_envs  # the order holds across episode boundaries too
+
+
+def test_the_scripts_cut_games_at_108000_steps_as_the_published_runs():
+    """EnvPool 1.2's own Atari default is 27,000 agent steps; the published runs used EnvPool 0.6,
+    whose default was 108,000. The three EnvPool scripts pass `--max-episode-steps` (108,000 by
+    default) to the env, in training and in their evaluation."""
+    import cleanrl.ppo_atari_envpool as torch_script
+    import cleanrl.ppo_atari_envpool_xla_jax as jax_script
+    import cleanrl.ppo_atari_envpool_xla_jax_scan as scan_script
+
+    assert envpool.make_gym("Breakout-v5", num_envs=1).spec.config.max_episode_steps == 27_000
+    for script in (torch_script, jax_script, scan_script):
+        assert script.Args().max_episode_steps == 108_000
+        default = script.make_env("Breakout-v5", 1, seed=1)  # as the evaluation builds it
+        assert default.spec.config.max_episode_steps == 108_000
+        machado = script.make_env(
+            "Breakout-v5", 2, 1, script.Args(max_episode_steps=27_000).max_episode_steps
+        )
+        assert machado.spec.config.max_episode_steps == 27_000
+        default.close(), machado.close()

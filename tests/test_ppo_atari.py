@@ -163,7 +163,7 @@ def test_a_game_the_time_limit_ends_inside_the_reset_after_a_lost_life_is_report
         if terminated[0]:
             break
     # the reset after the lost life took a no-op, FIRE and action 2: 12 frames; cut in FIRE's
-    limit = envs.envs[0].unwrapped.ale.getEpisodeFrameNumber() - 6
+    limit = envs.unwrapped.envs[0].unwrapped.ale.getEpisodeFrameNumber() - 6
     envs.close()
 
     envs = make_env(BREAKOUT, 1, seed=2, max_num_frames_per_episode=limit)

@@ -43,7 +43,8 @@ RUNS = {
     "smoke_run": SMOKE,
     "smoke_run_again": SMOKE,
     "eval_run": [
-        *["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "256"],
+        # 2 x 256 steps: long enough for a random agent to end a game of Breakout in training
+        *["--num-envs", "2", "--num-steps", "256", "--total-timesteps", "512"],
         *["--num-minibatches", "2", "--update-epochs", "1", "--save-model", "--eval-episodes", "2"],
     ],
 }

@@ -7,14 +7,26 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import describe, finish_script, read_scalars, run_dirs, run_script, start_script
+from conftest import (
+    REPO_ROOT,
+    describe,
+    finish_script,
+    read_scalars,
+    run_dirs,
+    run_script,
+    start_script,
+)
 
 from cleanrl_utils import report
+from cleanrl_utils.checkpoint import write_checkpoint
 
 
 def make_run(
@@ -29,14 +41,16 @@ def make_run(
     sps: float = 500.0,
     minutes: float = 10.0,
     config: bool = True,
+    started: int = 1700000000,
 ) -> Path:
     """A run folder as the scripts write it: `config.json` and one event file with
     `charts/episodic_return` (the games spread evenly over the run), a `charts/SPS` and a
     `losses/value_loss` every 1024 steps, and wall times spread over `minutes` from the
-    writer's start. `budget` (default: `total_steps`) is the step budget in `config.json`."""
+    writer's start. `budget` (default: `total_steps`) is the step budget in `config.json`;
+    `started`, the start time in the run's name."""
     from torch.utils.tensorboard import SummaryWriter
 
-    name = f"{env_id}__{script}__{seed}__1700000000"
+    name = f"{env_id}__{script}__{seed}__{started}"
     run_dir = root / name
     start = time.time()
     writer = SummaryWriter(str(run_dir))
@@ -152,14 +166,14 @@ def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synt
     args = report.Args(runs=(str(root),), output_dir=str(tmp_path))
     runs = [report.load_run(p, args.running_minutes, time.time()) for p in sorted(root.iterdir())]
     rep = report.Report(args, runs, [])
-    titles = report.plot_set(
+    panels = report.plot_set(
         rep,
         ["ppo_atari_envpool", "ppo_atari_envpool_xla_jax"],
         ["Breakout-v5", "Pong-v5"],
         tmp_path / "c.png",
         wall_clock=False,
     )
-    assert titles == ["Breakout-v5", "Pong-v5"]
+    assert panels == {"Breakout-v5": None, "Pong-v5": None}  # both have curves
     cell_runs = rep.cells["ppo_atari_envpool", "Breakout-v5"].runs
     x, mean, std = report.curve(cell_runs, args.last_n, args.curve_points, wall_clock=False)
     assert mean[-1] == pytest.approx(15.0) and std[-1] == pytest.approx(5.0)
@@ -254,13 +268,31 @@ def test_comparison_with_published_numbers(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_empty_folder_is_a_note_and_exit_code_1(tmp_path, capsys):
-    (tmp_path / "runs").mkdir()
-    assert run_report(tmp_path / "out", tmp_path / "runs") == 1
-    notes = (tmp_path / "out" / "notes.md").read_text()
-    assert "no runs under" in notes
-    assert "No finished runs to report" in (tmp_path / "out" / "returns.md").read_text()
-    assert "no runs under" in capsys.readouterr().out
+def expect_usage_error(argv: list[str], capsys) -> str:
+    """Exit code 2 with one `error:` line on stderr and nothing on stdout; returns the line."""
+    with pytest.raises(SystemExit) as exc:
+        report.main(argv)
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1, (out, err)
+    return err
+
+
+def test_folders_without_runs_are_one_error_line_and_write_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other" / "sub").mkdir(parents=True)  # folders and files, but no run folder
+    (tmp_path / "other" / "sub" / "notes.txt").write_text("not a run")
+    out = tmp_path / "out"
+    err = expect_usage_error(["empty", "--runs", "other", "--output-dir", str(out)], capsys)
+    assert err == (
+        "error: no runs under `empty`, `other` (no folder with an event file or a config.json)\n"
+    )
+    assert not out.exists()
+    # a folder without runs next to one with a run: a note, and the run is reported
+    make_run(tmp_path / "runs", "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
+    assert run_report(out, tmp_path / "empty", tmp_path / "runs") == 0
+    assert "no runs under `" in (out / "notes.md").read_text()
 
 
 def test_missing_folder_is_a_usage_error(tmp_path, capsys):
@@ -354,6 +386,121 @@ def test_bad_runs_become_notes_and_the_good_ones_are_still_reported(tmp_path):
     assert ["Seaquest-v5", "75.00 ± 25.00"] in rows
 
 
+def test_a_seed_run_twice_counts_once_the_newest_run(tmp_path):
+    """Seed 1 run twice in `runs/` (start times 100 s apart in the names), and seed 2 copied into
+    a second folder: two seeds, not four; the notes say which runs were left out."""
+    root = tmp_path / "runs"
+    older = make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [0.0], started=1700000000)
+    newer = make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [10.0], started=1700000100)
+    seed2 = make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [20.0])
+    shutil.copytree(seed2, tmp_path / "copies" / seed2.name)
+    assert run_report(tmp_path / "out", root, tmp_path / "copies") == 0
+    out = tmp_path / "out"
+    assert ["Breakout-v5", "15.00 ± 5.00"] in table_rows((out / "returns.md").read_text())
+    notes = (out / "notes.md").read_text()
+    assert (
+        f"ppo_atari_envpool on Breakout-v5: 2 runs with seed 1, counted once: the newest, "
+        f"`{newer.name}` (`{newer}`); left out: `{older}`"
+    ) in notes
+    assert "2 runs with seed 2, counted once" in notes
+    page = (out / "report.md").read_text()
+    assert "**Runs**: 2 reported of 4 found" in page and "1 seed per cell" not in page
+    assert len(list(csv.DictReader((out / "runs.csv").open()))) == 4  # every run still listed
+
+
+def stopped_run(root: Path, seed: int, checkpoint_iteration: int | None) -> Path:
+    """A run at half its budget (10 of 20 iterations of 1024 steps) whose files are two hours
+    old, with a checkpoint of `checkpoint_iteration` as the scripts write it (or none)."""
+    run_dir = make_run(root, "ppo_atari_envpool", "Seaquest-v5", seed, [50.0], budget=20480)
+    if checkpoint_iteration is not None:
+        payload = {"iteration": checkpoint_iteration, "global_step": checkpoint_iteration * 1024}
+        write_checkpoint(run_dir / f"checkpoint_{checkpoint_iteration:07d}.ckpt", payload)
+    for file in run_dir.iterdir():
+        os.utime(file, (time.time() - 7200, time.time() - 7200))
+    return run_dir
+
+
+def test_a_stopped_run_with_a_checkpoint_is_resumable_and_says_how(tmp_path):
+    root = tmp_path / "runs"
+    crashed = stopped_run(root, 1, None)
+    signalled = stopped_run(root, 2, 10)  # a stop signal checkpoints the last iteration logged
+    killed = stopped_run(root, 3, 8)  # killed two iterations after its checkpoint
+    assert run_report(tmp_path / "out", root) == 1  # no finished run to report
+    notes = (tmp_path / "out" / "notes.md").read_text()
+    progress = "10,240 of 20,480 steps, last write 120 min ago"
+    assert f"`{crashed.name}`: stopped early ({progress}): crashed or killed?" in notes
+    assert (
+        f"`{signalled.name}`: stopped, resumable ({progress}, checkpointed): "
+        f"`--resume {signalled}` continues it"
+    ) in notes
+    assert (
+        f"`{killed.name}`: stopped, resumable ({progress}): crashed or killed after its "
+        f"checkpoint at 8,192 steps; `--resume {killed}` continues it from there"
+    ) in notes
+    rows = csv.DictReader((tmp_path / "out" / "runs.csv").open())
+    statuses = {row["seed"]: row["status"] for row in rows}
+    assert statuses == {"1": "stopped", "2": "resumable", "3": "resumable"}
+
+
+def test_a_panel_with_no_finished_game_says_so(tmp_path):
+    root = tmp_path / "runs"
+    for seed in (1, 2):
+        make_run(root, "ppo_atari_envpool", "Breakout-v5", seed, [4.0, 6.0])
+        make_run(root, "ppo_atari_envpool", "Pong-v5", seed, [])
+    out = tmp_path / "out"
+    assert run_report(out, root) == 0
+    curves = (out / "curves.md").read_text()
+    assert "No finished game, so no curve: Pong-v5 (ppo_atari_envpool).\n" in curves
+    assert "](curves_ppo_atari_envpool.png)" in curves
+    rep = report.Report(
+        report.Args(), [report.load_run(p, 10, time.time()) for p in sorted(root.iterdir())], []
+    )
+    panels = report.plot_set(
+        rep, ["ppo_atari_envpool"], ["Breakout-v5", "Pong-v5"], tmp_path / "c.png", False
+    )
+    assert panels == {"Breakout-v5": None, "Pong-v5": "no finished game"}
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
+    """A report stopped while it reads (blocked on an event file that is a named pipe, as on a
+    stalled network file system): no traceback, nothing written."""
+    run_dir = tmp_path / "runs" / "Breakout-v5__ppo_atari_envpool__1__1700000000"
+    run_dir.mkdir(parents=True)
+    fifo = run_dir / "events.out.tfevents.1700000000.host"
+    os.mkfifo(fifo)
+    proc = start_script(["runs", "--output-dir", "out"], tmp_path, module="cleanrl_utils.report")
+    writer = None
+    try:
+        deadline = time.monotonic() + 60
+        while writer is None:  # opening the write end succeeds once the report reads the pipe
+            assert proc.poll() is None and time.monotonic() < deadline, "never read the pipe"
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        done = finish_script(proc, timeout=30)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        if proc.poll() is None:
+            proc.kill()
+    assert done.returncode == 130, describe(done)
+    assert done.stderr == "interrupted (Ctrl-C): nothing written\n", describe(done)
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_the_default_output_folder_is_ignored_by_git():
+    def ignored(path: str) -> bool:
+        check = ["git", "-C", str(REPO_ROOT), "check-ignore", "--no-index", "-q", path]
+        return subprocess.run(check).returncode == 0
+
+    assert report.Args().output_dir == "report"
+    assert ignored("report/report.md") and ignored("report/curves_ppo_atari.png")
+    assert not ignored("cleanrl_utils/report/cli.py")  # the package is not an output folder
+    assert not ignored("docs/benchmark/report.md")
+
+
 def test_only_a_corrupt_run_exits_1_with_notes_and_no_traceback(tmp_path):
     root = tmp_path / "runs"
     bad = make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
@@ -415,3 +562,55 @@ def test_report_on_real_short_runs(tmp_path):
 
     image = matplotlib.image.imread(out / "curves_ppo_atari_envpool.png")
     assert image.shape[:2] == report.plot_size(1)[::-1]
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_is_reported_resumable(tmp_path):
+    """A real run stopped by SIGTERM after its first iteration: it writes a checkpoint and exits
+    with 75; the report calls it resumable and names the folder to pass to `--resume`."""
+    args = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64000"]
+    proc = start_script([*args, "--checkpoint-every", "0"], tmp_path)
+    deadline = time.time() + 300
+    stderr = proc.output_files[1].fileno()
+    while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no iteration done after 300 s"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    done = finish_script(proc, timeout=120)
+    assert done.returncode == 75, describe(done)
+    (run_dir,) = run_dirs(tmp_path)
+    proc = run_script(
+        ["runs", "--output-dir", "report", "--running-minutes", "0", "--include-unfinished"],
+        tmp_path,
+        module="cleanrl_utils.report",
+    )
+    assert proc.returncode == 0, describe(proc)
+    notes = (tmp_path / "report" / "notes.md").read_text()
+    # the checkpoint is of the last iteration logged: nothing to play again
+    resume = f"checkpointed): `--resume runs/{run_dir.name}` continues it"
+    assert f"`{run_dir.name}`: stopped, resumable (" in notes and resume in notes, notes
+    assert "crashed or killed" not in notes
+    (row,) = csv.DictReader((tmp_path / "report" / "runs.csv").open())
+    assert row["status"] == "resumable"
+
+
+def test_windows_table_is_the_mean_score_of_the_games_ended_in_each_window(tmp_path):
+    """`--windows 2048` over 10,240 steps: five windows; make_run spreads the games evenly, so
+    seed 1's 9 games (steps 1024, 2048, ... 9216) fall two to a window (one in the last)."""
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [1.0, 3.0, 5.0, 7.0, 9, 11, 13, 15, 17])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [4.0])  # one game, at step 5120
+    out = tmp_path / "report"
+    assert run_report(out, root, extra=("--windows", "2048")) == 0
+    text = (out / "windows.md").read_text()
+    header, summary_row, seed_1, seed_2 = table_rows(text)
+    assert header == ["run", "2,048", "4,096", "6,144", "8,192", "10,240"]
+    assert seed_1 == ["seed 1", "2.00", "6.00", "10.00", "14.00", "17.00"]
+    assert seed_2 == ["seed 2", "–", "–", "4.00", "–", "–"]
+    assert summary_row[0] == "**ppo_atari_envpool** (2 seeds)"
+    assert summary_row[3] == "7.00 ± 3.00" and summary_row[1] == "2.00 ± 0.00 (n=1)"
+    assert "## Scores per window of steps" in (out / "report.md").read_text()
+    assert not (tmp_path / "plain").exists()
+    assert run_report(tmp_path / "plain", root) == 0
+    assert not (tmp_path / "plain" / "windows.md").exists()  # only with --windows

@@ -36,7 +36,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.resume import games_seed
-from cleanrl_utils.run import CHECKPOINT_EXIT
+from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT
 
 SCRIPTS = {
     "ppo_atari_envpool": "Breakout-v5",
@@ -162,12 +162,17 @@ def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name, signum",
-    [("ppo_atari_envpool", signal.SIGTERM), ("ppo_atari", signal.SIGUSR1)],
-    ids=["envpool-SIGTERM", "gymnasium-SIGUSR1"],
+    "name, signum, code",
+    [
+        ("ppo_atari_envpool", signal.SIGTERM, CHECKPOINT_EXIT),
+        ("ppo_atari", signal.SIGUSR1, CHECKPOINT_EXIT),
+        ("ppo_atari_envpool", signal.SIGINT, INTERRUPTED_EXIT),
+    ],
+    ids=["envpool-SIGTERM", "gymnasium-SIGUSR1", "envpool-Ctrl-C"],
 )
-def test_stop_signal_writes_a_checkpoint_and_exits_75(name, signum, tmp_path):
-    proc = start_script(tiny_args(name, 1000, every=0), tmp_path, script=script_path(name))
+def test_a_stop_signal_writes_a_checkpoint_and_the_run_resumes(name, signum, code, tmp_path):
+    iterations = 6
+    proc = start_script(tiny_args(name, iterations, every=0), tmp_path, script=script_path(name))
     deadline = time.time() + 300
     stderr = proc.output_files[1].fileno()
     while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
@@ -176,14 +181,22 @@ def test_stop_signal_writes_a_checkpoint_and_exits_75(name, signum, tmp_path):
         time.sleep(0.1)
     proc.send_signal(signum)
     done = finish_script(proc, timeout=120)
-    assert done.returncode == CHECKPOINT_EXIT, describe(done)
-    assert f"received {signum.name}" in done.stderr
+    assert done.returncode == code, describe(done)
+    name_in_messages = "Ctrl-C" if signum == signal.SIGINT else signum.name
+    assert f"received {name_in_messages}: finishing this iteration" in done.stderr
+    assert "Traceback" not in done.stderr
     (run_dir,) = run_dirs(tmp_path)
     (checkpoint,) = list_checkpoints(run_dir)
     payload = read_checkpoint(checkpoint)
     # the checkpoint is of the last iteration logged: nothing is lost, nothing logged twice
     assert payload["global_step"] == max(steps_of(run_dir)) == payload["iteration"] * BATCH
-    assert f"--resume runs/{run_dir.name})" in done.stderr
+    assert payload["iteration"] < iterations
+    assert f"--resume runs/{run_dir.name})" in done.stderr  # the command that continues it
+    if signum != signal.SIGINT:
+        return
+    resumed = run_script(["--resume", f"runs/{run_dir.name}"], tmp_path, script=script_path(name))
+    assert resumed.returncode == 0, describe(resumed)
+    assert steps_of(run_dir) == [BATCH * i for i in range(1, iterations + 1)]
 
 
 @pytest.fixture(scope="module")

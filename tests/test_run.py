@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import time
@@ -28,7 +29,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.resume import games_seed
-from cleanrl_utils.run import CHECKPOINT_EXIT, KEEP, Run
+from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
 SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
@@ -36,8 +37,9 @@ SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_
 
 @pytest.fixture(autouse=True)
 def keep_signal_handlers():
-    """`Run.start` installs SIGTERM/SIGUSR1 handlers: the test process gets its own back."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+    """`Run.start` installs SIGTERM/SIGUSR1/SIGINT handlers: the test process gets its own back."""
+    signals = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+    saved = {signum: signal.getsignal(signum) for signum in signals}
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
@@ -226,7 +228,7 @@ def test_resume_auto_takes_the_newest_run_with_a_checkpoint_or_starts_a_new_one(
     args = torch_script.Args(resume="auto", **SMALL)
     fresh = Run(args, SCRIPT, runs_dir=str(tmp_path))
     assert fresh.start_iteration == 1 and fresh.games_seed == args.seed
-    assert "no checkpoint of ppo_atari_envpool" in capsys.readouterr().err
+    assert "no unfinished run of ppo_atari_envpool" in capsys.readouterr().err
     older = open_run(tmp_path, checkpoint_every=1)
     older.restore({})
     older.end_iteration(1, 8, [], {})
@@ -264,7 +266,7 @@ def test_a_stop_signal_writes_a_checkpoint_stops_the_loop_and_exits_75(tmp_path,
     assert run.finish() == CHECKPOINT_EXIT
     err = capsys.readouterr().err
     assert "received SIGTERM: finishing this iteration" in err
-    assert f"continue with --resume {run.dir})" in err
+    assert f"continue with: python {sys.argv[0]} --resume {run.dir})" in err
 
 
 def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_path):
@@ -329,3 +331,105 @@ def test_checkpoints_written_before_the_lifecycle_module_still_resume(tmp_path):
     resumed.restore({"avg_returns": avg})
     assert list(avg) == [4.0] and time.time() - resumed.start_time > 1000.0
     resumed.finish()
+
+
+def finished_run(runs_dir: Path, **flags) -> Run:
+    run = open_run(runs_dir, **flags)
+    run.restore({})
+    for iteration in range(1, run.args.num_iterations + 1):
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    run.finish()
+    return run
+
+
+def stopped_run(runs_dir: Path, **flags) -> Run:
+    run = open_run(runs_dir, checkpoint_every=1, **flags)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    run.finish()
+    return run
+
+
+def test_resume_auto_picks_the_newest_unfinished_run_not_a_newer_finished_one(tmp_path, capsys):
+    stopped = stopped_run(tmp_path)
+    time.sleep(1.1)  # run names carry the start time in seconds
+    finished = finished_run(tmp_path)
+    assert stopped.name < finished.name
+    capsys.readouterr()
+    resumed = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert resumed.name == stopped.name and resumed.start_iteration == 2
+    assert f"the newest unfinished run is {stopped.name}" in capsys.readouterr().err
+    # with only finished runs, a new run starts, and says why
+    shutil.rmtree(stopped.dir)
+    fresh = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert fresh.start_iteration == 1 and fresh.name not in (stopped.name, finished.name)
+    err = capsys.readouterr().err
+    assert "no unfinished run" in err and f"(1 finished: {finished.name})" in err
+
+
+def test_in_a_slurm_task_resume_auto_takes_only_the_run_that_task_started(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    own = stopped_run(tmp_path)
+    assert json.loads((own.dir / "config.json").read_text())["slurm"] == {
+        "job_id": "101",
+        "array_job_id": "100",
+        "array_task_id": "3",
+    }
+    time.sleep(1.1)
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "200")  # another sweep, same exp, env and seed
+    other = stopped_run(tmp_path)
+    assert other.name > own.name
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")  # the first task, requeued
+    resumed = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert resumed.name == own.name
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "4")  # a task that started nothing yet
+    fresh = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert fresh.start_iteration == 1
+    assert "started by this SLURM task" in capsys.readouterr().err
+
+
+def test_config_json_records_the_command_as_typed_and_where(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["cleanrl/ppo_atari_envpool.py", "--seed", "3"])
+    run = stopped_run(tmp_path)
+    config = json.loads((run.dir / "config.json").read_text())
+    assert config["command"] == ["cleanrl/ppo_atari_envpool.py", "--seed", "3"]
+    assert config["cwd"] == os.getcwd() and config["slurm"] is None or "SLURM_JOB_ID" in os.environ
+
+
+def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_at_once(
+    tmp_path, capsys
+):
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    time.sleep(0.02)
+    run.end_iteration(1, 8, [], {})
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: handled, the iteration goes on
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL  # a second one would end it at once
+    run.end_iteration(2, 16, [], {"x": 2})
+    assert run.stop_requested
+    (checkpoint,) = list_checkpoints(run.dir)
+    assert read_checkpoint(checkpoint)["iteration"] == 2
+    assert run.finish() == INTERRUPTED_EXIT == 130
+    err = capsys.readouterr().err
+    assert "received Ctrl-C: finishing this iteration (about 0 s)" in err
+    assert "Ctrl-C again stops at once" in err
+    assert (
+        f"Ctrl-C: checkpoint of iteration 2 written to {checkpoint}; exiting with code 130" in err
+    )
+
+
+@pytest.mark.parametrize("when", ["before the first iteration", "after the last iteration"])
+def test_ctrl_c_outside_the_iterations_stops_at_once_without_a_traceback(tmp_path, capsys, when):
+    run = open_run(tmp_path)
+    run.restore({})
+    if when == "after the last iteration":
+        for iteration in range(1, 6):
+            run.end_iteration(iteration, 8 * iteration, [], {})
+    with pytest.raises(SystemExit) as exit_info:
+        os.kill(os.getpid(), signal.SIGINT)
+    assert exit_info.value.code == 130
+    assert "received Ctrl-C: stopping now" in capsys.readouterr().err

@@ -46,6 +46,12 @@ def cluster(tmp_path_factory):
         yield cluster
 
 
+def python_command(code: str) -> str:
+    """A `--command` that runs `code` with this interpreter (the launcher appends the env id and
+    seed, which `code` sees in sys.argv)."""
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
 def start_launcher(cluster: SlurmCluster, cwd: Path, *flags: str) -> subprocess.Popen:
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
@@ -126,11 +132,10 @@ def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
         "print('boom on seed', sys.argv[-1], file=sys.stderr)\n"
         "sys.exit(3 if sys.argv[-1] == '2' else 0)\n"
     )
-    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
     launcher = start_launcher(
         cluster, tmp_path,
-        "--env-ids", "Breakout-v5", "--num-seeds", "3", "--workers", "3", "--command", command,
-        *TEMPLATE_FLAGS["cpu"],
+        "--env-ids", "Breakout-v5", "--num-seeds", "3", "--workers", "3",
+        "--command", python_command(code), *TEMPLATE_FLAGS["cpu"],
     )  # fmt: skip
     output = finish(launcher, cluster, timeout=60)
     assert launcher.returncode == 1, output
@@ -182,3 +187,128 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
     steps = [step for step, _ in read_scalars(run_dir, files=2)["losses/value_loss"]]
     assert steps == [32 * i for i in range(1, iterations + 1)]
     assert (run_dir / f"checkpoint_{iterations:07d}.ckpt").exists()
+
+
+def test_a_rejected_submission_leaves_nothing_behind(cluster, tmp_path):
+    """The published runs' request (10 CPUs per task) on the 4-CPU node: sbatch refuses it, and
+    the launcher removes the file it rendered and the folders it made for it."""
+    flags = [
+        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "3", "--workers", "6",
+        "--command", SMOKE_RUN, "--no-auto-tag",
+        "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_1gpu.slurm_template"),
+        "--slurm-gpus-per-task", "1", "--slurm-ntasks", "1", "--slurm-total-cpus", "10",
+    ]  # fmt: skip
+    old_log = tmp_path / "earlier" / "slurm" / "logs" / "cleanrl_1_0.out"
+    old_log.parent.mkdir(parents=True)
+    old_log.write_text("an earlier job's log\n")
+    for cwd in (tmp_path / "fresh", tmp_path / "earlier"):
+        cwd.mkdir(exist_ok=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "cleanrl_utils.benchmark", *flags],
+            cwd=cwd, env=cluster.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert list(cwd.rglob("*.slurm")) == [], result.stdout  # rendered, then removed
+        assert re.match(
+            r"error: sbatch rejected slurm/[-0-9a-f]+\.slurm \(exit code 1; nothing submitted, "
+            r"the file removed\): sbatch: error: ",
+            result.stderr,
+        ), result.stderr
+        assert "Requested node configuration is not available" in result.stderr
+    assert list((tmp_path / "fresh").iterdir()) == []  # no slurm/, no slurm/logs/
+    assert [p for p in (tmp_path / "earlier").rglob("*") if p.is_file()] == [old_log]
+
+
+def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster, tmp_path):
+    """What `--resume auto` needs to find a task's own run: the command the templates start sees
+    the same SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID and SLURM_JOB_ID after a requeue, and
+    `--resume auto` on its command line. Each task exits with 75 (a stop signal's checkpoint)
+    the first time, so the template requeues it."""
+    code = (
+        "import os, sys\n"
+        "names = 'SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID SLURM_JOB_ID SLURM_RESTART_COUNT'\n"
+        "print('ids', *(os.environ.get(n) for n in names.split()), *sys.argv[1:], flush=True)\n"
+        "sys.exit(75 if os.environ.get('SLURM_RESTART_COUNT', '0') == '0' else 0)\n"
+    )
+    launcher = start_launcher(
+        cluster, tmp_path,
+        "--env-ids", "Breakout-v5", "--num-seeds", "2", "--workers", "2",
+        "--command", python_command(code), *TEMPLATE_FLAGS["cpu"],
+    )  # fmt: skip
+    output = finish(launcher, cluster, timeout=120)
+    assert launcher.returncode == 0, f"{output}\n{cluster.log_tail()}"
+    assert "2 of 2 runs succeeded" in output
+    array_job = job_id(output)
+    for task, seed in enumerate(SEEDS):
+        (log,) = (tmp_path / "slurm" / "logs").glob(f"*_{array_job}_{task}.out")
+        lines = [line.split() for line in log.read_text().splitlines() if line.startswith("ids ")]
+        assert len(lines) == 2, log.read_text()  # --open-mode=append: both attempts
+        (first, second) = lines
+        array_id, task_id, job, _ = first[1:5]
+        assert (array_id, task_id) == (array_job, str(task)) and job.isdigit()
+        assert second[1:5] == [array_id, task_id, job, "1"]  # the same ids after the requeue
+        assert first[5:] == ["--env-id", "Breakout-v5", "--seed", str(seed)]
+        assert second[5:] == ["--env-id", "Breakout-v5", "--seed", str(seed), "--resume", "auto"]
+
+
+def submit_array(cluster: SlurmCluster, cwd: Path, command: str) -> str:
+    """Submit one array task of `command` on Breakout-v5 with seed 1; returns the job id."""
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "cleanrl_utils.benchmark", "--no-auto-tag",
+            "--env-ids", "Breakout-v5", "--num-seeds", "1", "--workers", "1",
+            "--command", command, *TEMPLATE_FLAGS["cpu"],
+        ],
+        cwd=cwd, env=cluster.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return job_id(result.stdout)
+
+
+def wait_until(ready, what: str, cluster: SlurmCluster, timeout: float = 180):
+    deadline = time.time() + timeout
+    while not (found := ready()):
+        if time.time() > deadline:
+            queue = subprocess.run(
+                ["squeue", "--states=all"], env=cluster.env, capture_output=True, text=True
+            )
+            pytest.fail(f"no {what} after {timeout} s:\n{queue.stdout}\n{cluster.log_tail()}")
+        time.sleep(0.2)
+    return found
+
+
+def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
+    """Two array jobs in one folder with the same script, env id and seed (the same sweep
+    submitted twice, or two variants with the same exp_name), both stopped (SIGUSR1, as before a
+    time limit) and requeued: each task resumes its own run, not the newest run of that env id
+    and seed, which is the second job's."""
+    command = (
+        f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
+        "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
+        "--total-timesteps 320000 --checkpoint-every 5"  # far longer than the test
+    )
+
+    def checkpointed() -> list[Path]:
+        return sorted({p.parent for p in tmp_path.glob("runs/*/checkpoint_*.ckpt")})
+
+    jobs = []
+    try:
+        jobs.append(submit_array(cluster, tmp_path, command))
+        (first_run,) = wait_until(checkpointed, "checkpoint of the first job", cluster)
+        jobs.append(submit_array(cluster, tmp_path, command))
+        wait_until(lambda: len(checkpointed()) == 2, "checkpoint of the second job", cluster)
+        (second_run,) = set(checkpointed()) - {first_run}
+        for job in jobs:
+            subprocess.run(["scancel", "--signal=USR1", job], env=cluster.env, check=True)
+        logs = [tmp_path / "slurm" / "logs" / f"cleanrl_{job}_0.out" for job in jobs]
+        resumed = wait_until(
+            lambda: all("resuming " in log.read_text() for log in logs) and logs,
+            "resumption of both tasks",
+            cluster,
+        )
+        for log, own, other in zip(resumed, (first_run, second_run), (second_run, first_run)):
+            text = log.read_text()
+            assert "exiting with code 75" in text, text
+            assert f"resuming {own.name} " in text and other.name not in text, text
+    finally:
+        for job in jobs:
+            subprocess.run(["scancel", job], env=cluster.env)

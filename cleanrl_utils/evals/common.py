@@ -44,6 +44,7 @@ def finish_training(run, save, evaluate) -> None:
     if args.save_model or upload:
         save(run.dir / f"{args.exp_name}.cleanrl_model")
     video_dir = f"videos/{run.name}" if args.capture_video or upload else None
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
     episodic_returns = evaluate(
         env_id=args.env_id,
         eval_episodes=args.eval_episodes,

@@ -2,14 +2,16 @@
 
 `check_ppo_args` asks `upload_problem` before training starts (a run must not train for hours and
 then fail for want of a token); `python -m cleanrl_utils.huggingface` asks `hub_problem` before
-building the repository folder. Imports nothing of this project, so that `cleanrl_utils.checks` may import it.
+building the repository folder. Imports nothing of this project but `extras`, so that
+`cleanrl_utils.checks` may import it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 
-INSTALL = 'pip install -r requirements/requirements-hub.txt -e ".[hub]"'
+from cleanrl_utils.extras import INSTALL
+
 # the modules an upload needs: the Hub client, the evaluation videos, the learning-curve plot
 NEEDED = ("huggingface_hub", "imageio", "matplotlib")
 
@@ -33,7 +35,7 @@ def repo_problem(repo_id: str) -> str | None:
 def missing_packages() -> str | None:
     missing = [module for module in NEEDED if importlib.util.find_spec(module) is None]
     if missing:
-        return f"{', '.join(missing)} not installed: {INSTALL}"
+        return f"{', '.join(missing)} not installed: {INSTALL['hub']}"
     return None
 
 

@@ -7,13 +7,15 @@ times) straight from the event files, groups the runs by script, env id and seed
 `config.json`, else from the run name `{env_id}__{exp_name}__{seed}__{unix_time}`), and writes
 markdown tables, learning-curve PNGs and a per-run CSV under `--output-dir`. Anything odd about a
 run (still running, stopped early, no finished game, a corrupt event file, mixed step budgets)
-becomes a note in the report, never a traceback.
+becomes a note in the report, never a traceback. No run at all to read is an `error:` line
+(exit code 2) and writes nothing; Ctrl-C is one line and exit code 130.
 """
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ import tyro
 from cleanrl_utils.checks import fail
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
-from cleanrl_utils.report.plots import plot_set
+from cleanrl_utils.report.plots import plot_set, without_games
 from cleanrl_utils.report.runlogs import find_run_dirs, load_runs
 from cleanrl_utils.report.sections import (
     aggregate_section,
@@ -37,6 +39,7 @@ from cleanrl_utils.report.sections import (
     speed_table,
     sps_table,
     summary,
+    windows_section,
 )
 
 
@@ -56,15 +59,39 @@ class Command(Args):
         return (*self.folders, *self.runs) or DEFAULT_RUNS
 
 
+INTERRUPTED = 130  # the shell's exit code for a process stopped by Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code: 0; 1 when no run could be reported (the notes
+    say why); 130 after Ctrl-C. Bad input (no run at all among them) exits with code 2."""
+    try:
+        report = read_report(parse_args(argv))
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C): nothing written", file=sys.stderr)
+        return INTERRUPTED
+    out = report.args.output_dir
+    try:
+        fragments = write_report(report)
+        print(fragments["returns.md"])
+        print("notes:")
+        print(fragments["notes.md"])
+        print(f"report written to {Path(out) / 'report.md'}")
+    except KeyboardInterrupt:
+        print(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete", file=sys.stderr)
+        return INTERRUPTED
+    return 0 if report.cells else 1
+
+
+def parse_args(argv: list[str] | None) -> Command:
+    """The flags, checked: a bad value is one `error:` line and exit code 2."""
     args = tyro.cli(
         Command,
         args=argv,
         prog="python -m cleanrl_utils.report",
         description=__doc__.split("\n\n")[0],
     )
-    paths = args.run_folders()
-    for path in paths:
+    for path in args.run_folders():
         if not Path(path).is_dir():
             fail(f"{'run folder' if path in args.folders else '--runs'}: `{path}` is not a folder")
     if args.last_n < 1:
@@ -75,17 +102,19 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"--bootstrap-samples must be at least 1, got {args.bootstrap_samples}")
     if not 0 < args.confidence < 1:
         fail(f"--confidence must be between 0 and 1, got {args.confidence}")
+    return args
 
+
+def read_report(args: Command) -> Report:
+    """Every run under the folders, read; no run folder at all is an `error:` line (exit code
+    2) before anything is written."""
+    paths = args.run_folders()
     dirs, notes = find_run_dirs(paths)
+    if not dirs:
+        folders = ", ".join(f"`{path}`" for path in paths)
+        fail(f"no runs under {folders} (no folder with an event file or a config.json)")
     runs = load_runs(dirs, args.running_minutes, time.time())
-    report = Report(args, runs, notes)
-    fragments = write_report(report)
-
-    print(fragments["returns.md"])
-    print("notes:")
-    print(fragments["notes.md"])
-    print(f"report written to {Path(args.output_dir) / 'report.md'}")
-    return 0 if report.cells else 1
+    return Report(args, runs, notes)
 
 
 def write_report(report: Report) -> dict[str, str]:
@@ -124,6 +153,13 @@ def write_report(report: Report) -> dict[str, str]:
         if args.wall_clock:
             images.append((f"curves_{slug}_wallclock.png", True))
         curves += heading
+        no_game = [
+            f"{env_id} ({', '.join(missing)})"
+            for env_id in env_ids
+            if (missing := without_games(report, scripts, env_id))
+        ]
+        if no_game:
+            curves += f"No finished game, so no curve: {'; '.join(no_game)}.\n\n"
         for name, wall in images:
             if not have_matplotlib:
                 continue
@@ -156,6 +192,8 @@ def write_report(report: Report) -> dict[str, str]:
     fragments["aggregate.md"] = aggregate_section(report) if report.cells else "No runs.\n"
     if args.compare_published:
         fragments["comparison.md"] = comparison_section(report) if report.cells else "No runs.\n"
+    if args.windows > 0:
+        fragments["windows.md"] = windows_section(report) if report.cells else "No runs.\n"
     fragments["runs.md"] = runs_table(report) if report.runs else "No runs found.\n"
     fragments["notes.md"] = (
         "".join(f"- {note}\n" for note in report.notes)
@@ -166,6 +204,7 @@ def write_report(report: Report) -> dict[str, str]:
     sections = [
         ("Returns", "returns.md"),
         ("Learning curves", "curves.md"),
+        ("Scores per window of steps", "windows.md"),
         ("Runtimes and speed", "runtimes.md"),
         ("Human-normalised aggregate", "aggregate.md"),
         ("Against the published numbers", "comparison.md"),

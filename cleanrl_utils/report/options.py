@@ -30,6 +30,8 @@ class Args:
     """also plot the learning curves against wall-clock time (`curves_*_wallclock.png`)"""
     curve_points: int = 200
     """the number of points on each curve's x-axis"""
+    windows: int = 0
+    """also write `windows.md`: the mean score of the games that ended in each window of this many env steps, per run and as mean ± std over seeds (0: no such table)"""
     compare_published: bool = False
     """compare with the published CleanRL numbers (`cleanrl_utils/data/published_ppo_atari.csv`): each difference and whether it is inside the seeds' spread"""
     aggregate_min_games: int = 5

@@ -1,5 +1,6 @@
 """The learning-curve PNGs (matplotlib, imported only when a plot is made): one panel per env id,
-one line per script, the mean over seeds with a band of one std."""
+one line per script, the mean over seeds with a band of one std; a panel with no finished game
+says so instead of drawing empty axes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from cleanrl_utils.report.stats import curve
 PANEL_SIZE = (4.0, 3.0)  # inches per panel
 LEGEND_HEIGHT = 0.5  # inches above the panels for the legend
 PLOT_DPI = 100
+NO_GAME = "no finished game"
 
 
 def panel_grid(n: int) -> tuple[int, int]:
@@ -29,8 +31,25 @@ def plot_size(n_envs: int) -> tuple[int, int]:
     )
 
 
-def plot_set(report: Report, scripts, env_ids, path: Path, wall_clock: bool) -> list[str]:
-    """One panel per env id, one line per script; returns the panel titles."""
+def without_games(report: Report, scripts, env_id: str) -> list[str]:
+    """The scripts with runs on `env_id` but no finished game in any of them: no curve."""
+    cells = [(s, report.cells.get((s, env_id))) for s in scripts]
+    return [s for s, cell in cells if cell is not None and not cell.finals]
+
+
+def empty_panel_text(report: Report, scripts, env_id: str) -> str | None:
+    """What the panel of `env_id` says when none of its scripts has a curve, else None."""
+    missing = without_games(report, scripts, env_id)
+    if len(missing) < len(report.cells_of(scripts, [env_id])):
+        return None
+    return NO_GAME if len(scripts) == 1 else f"{NO_GAME}:\n" + "\n".join(missing)
+
+
+def plot_set(
+    report: Report, scripts, env_ids, path: Path, wall_clock: bool
+) -> dict[str, str | None]:
+    """One panel per env id, one line per script. Returns {panel title: the text written in the
+    panel instead of its curves (a panel with no finished game), or None}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,24 +66,29 @@ def plot_set(report: Report, scripts, env_ids, path: Path, wall_clock: bool) -> 
     )
     colors = plt.get_cmap("tab10")
     last_n, points = report.args.last_n, report.args.curve_points
-    titles = []
+    panels: dict[str, str | None] = {}
     for i, ax in enumerate(axes.flat):
         if i >= len(env_ids):
             ax.set_axis_off()
             continue
         env_id = env_ids[i]
-        titles.append(env_id)
         ax.set_title(env_id, fontsize=10)
         for script in scripts:
             cell = report.cells.get((script, env_id))
             result = curve(cell.runs, last_n, points, wall_clock) if cell else None
             color = colors(report.scripts.index(script) % 10)
             if result is None:
-                ax.plot([], [], color=color, label=script)
+                ax.plot([], [], color=color, label=script)  # still in the legend
                 continue
             x, mean, std = result
             ax.plot(x, mean, color=color, label=script, linewidth=1.5)
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        panels[env_id] = empty_panel_text(report, scripts, env_id)
+        if panels[env_id] is not None:  # no curve to draw: say why, not empty axes
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, panels[env_id], ha="center", va="center", transform=ax.transAxes)
+            continue
         ax.set_xlabel("wall-clock time (minutes)" if wall_clock else "env steps", fontsize=8)
         ax.set_ylabel("episodic return", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -74,4 +98,4 @@ def plot_set(report: Report, scripts, env_ids, path: Path, wall_clock: bool) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=PLOT_DPI)
     plt.close(fig)
-    return titles
+    return panels

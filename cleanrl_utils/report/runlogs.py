@@ -1,22 +1,26 @@
 """Run folders as read back from their logs: finding them, telling their script, env id and seed
 (from `config.json`, else from the run name), their status (finished, still running, stopped
-early, unreadable) and the numbers the report needs from their event files."""
+early with or without a checkpoint, unreadable) and the numbers the report needs from their
+event files."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.tables import plural
 from cleanrl_utils.runs import RunName
 
 RETURN_TAG = "charts/episodic_return"
 SPS_TAG = "charts/SPS"
+CHECKPOINT_ITERATION = re.compile(r"checkpoint_(\d+)\.ckpt$")
 
 
 @dataclass
@@ -38,12 +42,18 @@ class RunLog:
     start_wall: float | None = None
     runtime_s: float | None = None
     last_write: float | None = None  # mtime of the newest event file
-    status: str = "finished"  # finished, running, stopped, unreadable, unknown
+    status: str = "finished"  # finished, running, resumable, stopped, unreadable, unknown
     problems: list[str] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
         return self.status != "unreadable" and self.script is not None
+
+    @property
+    def finished(self) -> bool:
+        """Reached its step budget (or has none to tell): reported without
+        `--include-unfinished`."""
+        return self.status in ("finished", "unknown")
 
     def final_return(self, last_n: int) -> float | None:
         return float(np.mean(self.returns[-last_n:])) if len(self.returns) else None
@@ -163,13 +173,32 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
             run.status = "running"
             run.problems.append(f"still running ({progress}, last write {age_min:.1f} min ago)")
         else:
-            run.status = "stopped"
-            run.problems.append(
-                f"stopped early ({progress}, last write {age_min:.0f} min ago): crashed or killed?"
-            )
+            run.status, note = stopped(run, f"{progress}, last write {age_min:.0f} min ago")
+            run.problems.append(note)
     if len(run.returns) == 0:
         run.problems.append("no finished game: no return to report")
     return run
+
+
+def stopped(run: RunLog, progress: str) -> tuple[str, str]:
+    """The status and note of a run below its budget whose logs no longer change: `resumable`
+    when it has a checkpoint (a stop signal writes one at the iteration it stops), else
+    `stopped`."""
+    checkpoints = list_checkpoints(run.path)
+    if not checkpoints:
+        return "stopped", f"stopped early ({progress}): crashed or killed?"
+    resume = f"`--resume {run.path}` continues it"
+    match = CHECKPOINT_ITERATION.search(checkpoints[0].name)
+    batch = ((run.config or {}).get("args") or {}).get("batch_size")
+    if match is None or not batch:
+        return "resumable", f"stopped, resumable ({progress}): {resume}"
+    at = int(match.group(1)) * int(batch)
+    if at >= run.last_step:
+        return "resumable", f"stopped, resumable ({progress}, checkpointed): {resume}"
+    return "resumable", (
+        f"stopped, resumable ({progress}): crashed or killed after its checkpoint at "
+        f"{at:,} steps; {resume} from there"
+    )
 
 
 def _union_length(spans: list[tuple[float, float]]) -> float:

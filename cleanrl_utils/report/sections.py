@@ -1,6 +1,6 @@
 """The markdown sections of a report: the returns, runtimes and speed tables of each script set,
 the per-run table, the human-normalised aggregate, the comparison with the published numbers,
-and the summary at the top of each page."""
+the scores per window of steps, and the summary at the top of each page."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from cleanrl_utils.report.stats import (
     load_human_random,
     load_published,
     mean_std,
+    window_means,
 )
 from cleanrl_utils.report.tables import fmt, fmt_steps, markdown_table, plural
 
@@ -226,8 +227,9 @@ def comparison_section(report: Report) -> str:
     if not rows:
         return "None of these runs has a published counterpart (script and env id).\n"
     text = (
-        "Ours against the published CleanRL numbers (REFERENCE.md; 3 seeds, 10M steps, "
-        "one GPU machine). *inside spread*: yes when the difference is at most the sum of "
+        "Ours against the published CleanRL numbers (`cleanrl_utils/data/published_ppo_atari.csv`"
+        ", the protocol in `docs/published.md`; 3 seeds, 10M steps, one GPU machine). "
+        "*inside spread*: yes when the difference is at most the sum of "
         "the two standard deviations (the two mean ± std intervals overlap). "
     )
     if any(r[4] != r[7] for r in rows):
@@ -313,4 +315,40 @@ def summary(report: Report, script: str | None = None) -> str:
     text = "  \n".join(lines) + "\n"
     for note in args.notes:
         text += f"\n{note}\n"
+    return text
+
+
+def windows_section(report: Report) -> str:
+    """Per env id, the mean score of the games that ended in each window of `--windows` steps:
+    one row per run (its seed), and per script the mean ± std over its seeds (over the seeds
+    with a game in that window: `(n=k)` when fewer than all)."""
+    window = report.args.windows
+    text = (
+        f"Mean score (the real game score over all lives) of the games that ended in each window "
+        f"of {fmt_steps(window)} env steps; a column is headed by the step that ends its window. "
+        "Per script: mean ± std over seeds.\n\n"
+    )
+    for scripts, env_ids in report.sets:
+        for env_id in env_ids:
+            cells = [(s, report.cells[(s, env_id)]) for s in scripts if (s, env_id) in report.cells]
+            budget = max(run.budget or run.last_step for _, cell in cells for run in cell.runs)
+            count = max(1, budget // window)
+            header = ["run"] + [fmt_steps(window * (k + 1)) for k in range(count)]
+            rows = []
+            for script, cell in cells:
+                per_run = [window_means(run, window, count) for run in cell.runs]
+                summary_row = [f"**{script}** ({plural(len(per_run), 'seed')})"]
+                for k in range(count):
+                    values = [m[k] for m in per_run if m[k] is not None]
+                    mean, std = mean_std(values) if values else (None, None)
+                    cell_text = f"{fmt(mean)} ± {fmt(std)}" if values else "–"
+                    if values and len(values) < len(per_run):
+                        cell_text += f" (n={len(values)})"
+                    summary_row.append(cell_text)
+                rows.append(summary_row)
+                for run, means in sorted(zip(cell.runs, per_run), key=lambda x: x[0].seed):
+                    rows.append(
+                        [f"seed {run.seed}"] + [fmt(m) if m is not None else "–" for m in means]
+                    )
+            text += f"### {env_id}\n\n" + markdown_table(header, rows) + "\n\n"
     return text

@@ -85,6 +85,16 @@ def curve(
     return grid, values.mean(axis=0), values.std(axis=0)
 
 
+def window_means(run: RunLog, window: int, count: int) -> list[float | None]:
+    """The mean score of the run's games that ended in each of `count` windows of `window` env
+    steps ((0, window], (window, 2 window], ...); None for a window without a finished game."""
+    means = []
+    for k in range(count):
+        inside = (run.steps > k * window) & (run.steps <= (k + 1) * window)
+        means.append(float(np.mean(run.returns[inside])) if inside.any() else None)
+    return means
+
+
 # ---------------------------------------------------------------------------------------------
 # Data kept in the repository: human and random scores, published results
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""A missing optional dependency is one line naming the install command, not a traceback.
+
+The scripts import `cleanrl_utils` before their third-party packages (the project's import order
+puts first-party imports first), and importing the package installs `missing_extra_hook` as
+`sys.excepthook`: a `ModuleNotFoundError` for a module of one of the project's extras that no one
+catches then prints `error: ... pip install ...` and exits with code 2, also for `--help`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# module -> the extra that installs it (pyproject.toml's [project.optional-dependencies])
+EXTRA_OF = {
+    "envpool": "envpool",
+    "ale_py": "atari",
+    "cv2": "atari",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "flax": "jax",
+    "optax": "jax",
+    "imageio": "video",
+    "imageio_ffmpeg": "video",
+    "matplotlib": "report",
+    "huggingface_hub": "hub",
+}
+# the command that installs an extra, pinned (the first line of its requirements file says so too)
+INSTALL = {
+    "envpool": 'pip install -r requirements/requirements-envpool.txt -e ".[envpool]"',
+    "atari": 'pip install -r requirements/requirements-atari.txt -e ".[atari]"',
+    "jax": 'pip install -r requirements/requirements-jax.txt -e ".[envpool,jax]"',
+    "video": 'pip install -r requirements/requirements-video.txt -e ".[video]"',
+    "report": 'pip install -r requirements/requirements-report.txt -e ".[report]"',
+    "hub": 'pip install -r requirements/requirements-hub.txt -e ".[hub]"',
+}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """The one-line message for an exception that is a missing extra's module, else None."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    module = exc.name.partition(".")[0]
+    extra = EXTRA_OF.get(module)
+    if extra is None:
+        return None
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "this"
+    return (
+        f"error: {program} needs the `{extra}` extra (no module named {module!r}); install it "
+        f"from the repository root with: {INSTALL[extra]}"
+    )
+
+
+def missing_extra_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
+    message = missing_extra(exc)
+    if message is None:
+        previous(exc_type, exc, traceback)
+        return
+    print(message, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(2)  # (an excepthook cannot choose the exit code otherwise)
+
+
+def install() -> None:
+    if sys.excepthook is not missing_extra_hook and sys.excepthook is sys.__excepthook__:
+        sys.excepthook = missing_extra_hook

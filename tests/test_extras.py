@@ -1,0 +1,80 @@
+"""A missing optional package is one line naming the install command, exit code 2, even for
+`--help` (cleanrl_utils/extras.py). The packages are made missing for real: a `sitecustomize`
+module on the child's path puts a finder first on `sys.meta_path` that finds nothing for them,
+so `import ale_py` raises the `ModuleNotFoundError` a machine without the extra would raise."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, script_env
+
+from cleanrl_utils import extras
+
+BLOCKER = """
+import importlib.abc, os, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    names = set(os.environ["CLEANRL_TEST_MISSING"].split(","))
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+"""
+
+
+def run_without(tmp_path: Path, missing: str, args: list[str]) -> subprocess.CompletedProcess:
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    path = os.pathsep.join([str(tmp_path), str(REPO_ROOT)])  # this checkout's cleanrl_utils
+    env = script_env(tmp_path, CLEANRL_TEST_MISSING=missing, PYTHONPATH=path)
+    return subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "script, missing, extra",
+    [
+        ("ppo_atari", "ale_py", "atari"),
+        ("ppo_atari_lstm", "cv2", "atari"),
+        ("ppo_atari_envpool", "envpool", "envpool"),
+        ("ppo_atari_envpool_xla_jax", "flax", "jax"),
+        ("ppo_atari_envpool_xla_jax_scan", "envpool", "envpool"),
+    ],
+)
+def test_a_script_without_its_extra_says_what_to_install_even_for_help(
+    tmp_path, script, missing, extra
+):
+    proc = run_without(tmp_path, missing, [str(REPO_ROOT / "cleanrl" / f"{script}.py"), "--help"])
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {script}.py needs the `{extra}` extra")
+    assert f"no module named '{missing}'" in line and extras.INSTALL[extra] in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_other_missing_modules_keep_their_traceback(tmp_path):
+    """Only the extras' own modules become the one line: a typo stays a traceback."""
+    proc = run_without(tmp_path, "nothing", ["-c", "import cleanrl_utils, no_such_module"])
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_the_install_commands_are_the_requirements_files_own():
+    """Each command is the first line of its requirements file, and the README shows them."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    for extra, command in extras.INSTALL.items():
+        path = re.search(r"requirements/(\S+\.txt)", command)[0]
+        first = (REPO_ROOT / path).read_text().splitlines()[0]
+        assert first.startswith(f"# {command}"), (extra, first)
+        assert command in readme, f"README.md does not show {command}"
+    declared = set(extras.EXTRA_OF.values())
+    assert declared <= set(extras.INSTALL)
