@@ -53,6 +53,7 @@ def download(repo_id: str, revision: str | None) -> tuple[Path, dict]:
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HFValidationError,
+        LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
@@ -71,6 +72,8 @@ def download(repo_id: str, revision: str | None) -> tuple[Path, dict]:
         fail(f"{where}: no such repository on {constants.ENDPOINT} (a private one needs a token)")
     except RevisionNotFoundError:
         fail(f"{where}: no revision {revision!r}")
+    except LocalEntryNotFoundError as exc:  # (no connection, and nothing in the cache)
+        fail(f"{where}: the download failed ({one_line(exc)})", 1)
     except EntryNotFoundError as exc:
         fail(f"{where}: not a repository pushed by --upload-model ({one_line(exc)})")
     except Exception as exc:  # the network
