@@ -133,7 +133,8 @@ def command_line(config: dict) -> str:
     command = config.get("command") or []
     if not command:
         return "(not recorded)"
-    return f"python cleanrl/{shlex.join(command)}"
+    # (config.json records sys.argv: the script's path as it was typed, maybe absolute)
+    return f"python cleanrl/{shlex.join([Path(command[0]).name, *command[1:]])}"
 
 
 def model_card(repo_id: str, model: Model, config: dict, returns: list[float], notes) -> str:
