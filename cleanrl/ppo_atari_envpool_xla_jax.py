@@ -44,6 +44,10 @@ class Args:
     """whether to record videos of the evaluation episodes at the end (under `videos/{run_name}/`)"""
     save_model: bool = False
     """whether to save the model into `runs/{run_name}/{exp_name}.cleanrl_model` and evaluate it"""
+    upload_model: bool = False
+    """push the run to the Hugging Face Hub after the final evaluation (implies --save-model; the evaluation games are recorded)"""
+    hf_entity: str | None = None
+    """the Hub user or organisation to push to (default: the logged-in user)"""
     eval_episodes: int = 10
     """the number of games to play when evaluating the final model"""
     checkpoint_every: int = 100

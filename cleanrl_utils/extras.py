@@ -23,6 +23,7 @@ EXTRA_OF = {
     "imageio": "video",
     "imageio_ffmpeg": "video",
     "matplotlib": "report",
+    "huggingface_hub": "hub",
 }
 # the command that installs an extra, pinned (the first line of its requirements file says so too)
 INSTALL = {
@@ -31,6 +32,7 @@ INSTALL = {
     "jax": 'pip install -r requirements/requirements-jax.txt -e ".[envpool,jax]"',
     "video": 'pip install -r requirements/requirements-video.txt -e ".[video]"',
     "report": 'pip install -r requirements/requirements-report.txt -e ".[report]"',
+    "hub": 'pip install -r requirements/requirements-hub.txt -e ".[hub]"',
 }
 
 

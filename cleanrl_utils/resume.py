@@ -12,6 +12,7 @@ import numpy as np
 from cleanrl_utils.checkpoint import (
     CHECKPOINT_GLOB,
     CorruptCheckpoint,
+    PickleCheckpoint,
     list_checkpoints,
     read_checkpoint,
 )
@@ -32,6 +33,8 @@ FREE_ARGS = {
     "compile",
     "cudagraphs",
     "async_envs",
+    "upload_model",
+    "hf_entity",
 }
 # Arguments derived from the others once they are reconciled with the checkpoint.
 DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
@@ -49,8 +52,8 @@ def games_seed(seed: int, iteration: int) -> int:
 def find_checkpoint(args, runs_dir: Path) -> tuple[Path, dict] | None:
     """The checkpoint file `args.resume` names and its payload: the newest readable one of a run
     folder (a damaged newest one is reported and the one before it used), one file, or with `auto`
-    the newest unfinished run (`find_unfinished`). Anything else is one `error:` line and exit
-    code 2."""
+    the newest unfinished run (`find_unfinished`). Anything else, a checkpoint of the older
+    (pickle) format included, is one `error:` line and exit code 2."""
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
@@ -113,6 +116,8 @@ def newest_readable(files: list[Path]) -> tuple[Path, dict] | None:
     for i, file in enumerate(files):
         try:
             return file, read_checkpoint(file)
+        except PickleCheckpoint as exc:
+            fail(f"--resume: {exc}")
         except CorruptCheckpoint as exc:
             usable = "; trying the one before it" if i + 1 < len(files) else ""
             print(f"warning: checkpoint {file} is corrupt: {exc}{usable}", file=sys.stderr)

@@ -137,7 +137,9 @@ def run_record(args, run_name: str) -> dict:
 
 
 def hyperparameter_table(args) -> str:
-    rows = "\n".join(f"|{key}|{value}|" for key, value in dataclasses.asdict(args).items())
+    """A markdown table of the arguments (a dataclass, or a dict of them)."""
+    values = args if isinstance(args, dict) else dataclasses.asdict(args)
+    rows = "\n".join(f"|{key}|{value}|" for key, value in values.items())
     return f"|param|value|\n|-|-|\n{rows}"
 
 

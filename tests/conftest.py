@@ -182,9 +182,17 @@ class ScriptProcess:
     """A script run started in its own working folder; `proc` waits for it to finish (and, with
     `check`, asserts that it succeeded)."""
 
-    def __init__(self, cwd: Path, script: str | os.PathLike, args: list[str], check: bool = False):
+    def __init__(
+        self,
+        cwd: Path,
+        script: str | os.PathLike,
+        args: list[str],
+        check: bool = False,
+        env: dict[str, str] | None = None,
+    ):
+        """`env`: variables added to `script_env`'s."""
         self.cwd, self.args, self.check = cwd, args, check
-        self.popen = start_script(args, cwd, script=script)
+        self.popen = start_script(args, cwd, script=script, env=script_env(cwd, **(env or {})))
         self._proc = None
 
     @property
@@ -219,7 +227,8 @@ class ScriptProcess:
 
 def module_runs(request, tmp_path_factory, runs: dict, script=PPO_ATARI_ENVPOOL, check=False):
     """For a module-scoped fixture (`yield from module_runs(...)`): starts, all at once, the runs
-    of `runs` (name -> args, or name -> (script, args)) that the module's selected tests use as
+    of `runs` (name -> args, name -> (script, args), or name -> (script, args, extra environment
+    variables)) that the module's selected tests use as
     fixtures of the same name, so that they overlap with each other and with the quick tests;
     yields {name: ScriptProcess}; kills whatever is still running at the end."""
     wanted = {
@@ -232,8 +241,9 @@ def module_runs(request, tmp_path_factory, runs: dict, script=PPO_ATARI_ENVPOOL,
     started = {}
     for name in sorted(wanted):
         spec = runs[name]
-        run_script_path, args = spec if isinstance(spec, tuple) else (script, spec)
-        started[name] = ScriptProcess(tmp_path_factory.mktemp(name), run_script_path, args, check)
+        run_script_path, args, *env = spec if isinstance(spec, tuple) else (script, spec)
+        cwd = tmp_path_factory.mktemp(name)
+        started[name] = ScriptProcess(cwd, run_script_path, args, check, *env)
     yield started
     for run in started.values():
         run.stop()

@@ -33,6 +33,8 @@ ELSEWHERE = {
     ("cleanrl_utils/data/atari_human_random_scores.csv", "atari_data.py"),  # rliable's
     ("README.md", "cleanrl_utils/tuner.py"),  # CleanRL's, in "What is not here"
     ("README.md", "ppo_atari_multigpu.py"),  # CleanRL's, in "What is not here"
+    # a Hugging Face Hub repository of CleanRL's (entity/name), not a path of ours
+    ("docs/sharing.md", "cleanrl/Breakout-v5-ppo_atari_envpool_xla_jax_scan-seed1"),
 }
 # Placeholders in example commands: `python cleanrl/SCRIPT.py --env-id ENV`,
 # `requirements/requirements-X.txt`.

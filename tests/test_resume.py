@@ -154,7 +154,8 @@ def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
     assert len(offline) == 2, offline
     assert all(list(d.glob(f"run-{config['wandb_id']}.wandb")) for d in offline), offline
 
-    again = run_script([*args, "--resume", "auto"], tmp_path, script=script_path(name))
+    # the finished run, named: nothing to do; `auto` would now start a new run (test_run.py)
+    again = run_script([*args, "--resume", str(run_dir)], tmp_path, script=script_path(name))
     assert again.returncode == 0, describe(again)
     assert "already finished (12 iterations, 384 steps)" in again.stdout
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # nothing started

@@ -14,14 +14,14 @@ One entry point for the torch scripts in cleanrl/. A script provides:
   also has `initial_state(num_envs, device)`, and then `get_action_and_value(obs, state, done)`
   returns the next state last; `done[i]` is 1 where env i's episode ended before this step.
 
-A saved `.cleanrl_model` file names its script, so
-`python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else.
+A model file (`cleanrl_utils.evals.files`: safetensors for the torch scripts, flax msgpack for the
+JAX ones) or a checkpoint names its script, so
+`python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else; it
+plays a JAX model's games with `cleanrl_utils.evals.jax_eval`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import io
 from pathlib import Path
 
 import numpy as np
@@ -29,71 +29,40 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import game_over, parse_eval_args, summary
-from cleanrl_utils.runs import atomic_write_bytes
-from cleanrl_utils.scripts import load_script
-
-
-def save_model(path: str | Path, agent, args, script_file: str) -> None:
-    """`--save-model`'s file: the training script's module name and path, its arguments and the
-    agent's weights, in one `torch.save` file written atomically."""
-    buffer = io.BytesIO()
-    torch.save(
-        {
-            "script": f"cleanrl.{Path(script_file).stem}",
-            "script_path": str(Path(script_file).resolve()),
-            "args": dataclasses.asdict(args),
-            "model_state_dict": agent.state_dict(),
-        },
-        buffer,
-    )
-    atomic_write_bytes(path, buffer.getvalue())
-    print(f"model saved to {path}")
+from cleanrl_utils.evals.common import finish_training, game_over, parse_eval_args, summary
+from cleanrl_utils.evals.files import Model, model_script, read_model, save_torch_model
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu") -> None:
-    """What a script does after training: with `--save-model`, writes the model to
-    `{run.dir}/{exp_name}.cleanrl_model`; with `--save-model` or `--capture-video`, plays
-    `--eval-episodes` games with a new seed (`seed + 1`), recorded under `videos/{run.name}/` with
-    `--capture-video`, and logs each game's score as `eval/episodic_return`. Nothing after a stop
-    signal: the run is not over."""
-    args = run.args
-    if run.stop_requested or not (args.save_model or args.capture_video):
-        return
-    if args.save_model:
-        save_model(run.dir / f"{args.exp_name}.cleanrl_model", agent, args, run.script_file)
-    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
-    episodic_returns = evaluate(
-        agent,
-        make_env,
-        episode_statistics,
-        env_id=args.env_id,
-        eval_episodes=args.eval_episodes,
-        seed=args.seed + 1,
-        device=device,
-        video_dir=f"videos/{run.name}" if args.capture_video else None,
+    """What a script does after training (`finish_training`): the model file, the evaluation
+    games, the upload."""
+    finish_training(
+        run,
+        lambda path: save_torch_model(path, agent, run.args, run.script_file),
+        lambda **games: evaluate(agent, make_env, episode_statistics, device=device, **games),
     )
-    for idx, episodic_return in enumerate(episodic_returns):
-        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
+
+
+def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
+    """The script's agent with the model's weights, in eval mode; exits 2 when they do not fit."""
+    envs = script.make_env(model.args["env_id"], 1, model.args["seed"])
+    agent = script.Agent(envs).to(device)
+    envs.close()
+    try:
+        agent.load_state_dict(model.weights)
+    except Exception as e:  # weights of another network
+        fail(f"the weights in {model.path} do not fit {model.script}'s network: {e}")
+    agent.eval()
+    return agent
 
 
 def load_model(model_path: str | Path, device: str | torch.device = "cpu"):
     """Returns (script module, training args dict, agent in eval mode); exits 2 on a bad file."""
-    model_path = Path(model_path)
-    if not model_path.is_file():
-        fail(f"model file not found: {model_path}")
-    try:
-        checkpoint = torch.load(model_path, map_location=device, weights_only=False)
-        script = load_script(checkpoint["script"])
-        args = checkpoint["args"]
-    except Exception as e:  # a truncated or foreign file: say which, without a traceback
-        fail(f"cannot read model file {model_path}: {type(e).__name__}: {e}")
-    envs = script.make_env(args["env_id"], 1, args["seed"])
-    agent = script.Agent(envs).to(device)
-    envs.close()
-    agent.load_state_dict(checkpoint["model_state_dict"])
-    agent.eval()
-    return script, args, agent
+    model = read_model(model_path)
+    if model.framework != "torch":
+        fail(f"{model_path} is a JAX model: load it with cleanrl_utils.evals.jax_eval.load_model")
+    script = model_script(model)
+    return script, model.args, torch_agent(model, script, device)
 
 
 def evaluate(
@@ -159,19 +128,32 @@ def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
     return episodic_returns
 
 
-def main(argv=None):
-    args = parse_eval_args(argv)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    script, train_args, agent = load_model(args.model_path, device)
-    episodic_returns = evaluate(
-        agent,
-        script.make_env,
-        script.EpisodeStatistics,
-        env_id=train_args["env_id"],
-        eval_episodes=args.eval_episodes,
-        seed=args.seed,
-        device=device,
-        video_dir=args.video_dir if args.capture_video else None,
-    )
-    print(summary(train_args["env_id"], episodic_returns))
+def evaluate_model(model: Model, args) -> list[float]:
+    """Plays `args.eval_episodes` games (an `EvalArgs`) with a model as `read_model` returns it,
+    torch or JAX, prints each game and the summary, and returns the scores."""
+    script = model_script(model)
+    print(f"{model.path}: {model.script} on {model.args['env_id']} ({model.source})")
+    if model.framework == "jax":
+        from cleanrl_utils.evals import jax_eval
+
+        episodic_returns = jax_eval.evaluate_model(model, script, args)
+    else:
+        device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        episodic_returns = evaluate(
+            torch_agent(model, script, device),
+            script.make_env,
+            script.EpisodeStatistics,
+            env_id=model.args["env_id"],
+            eval_episodes=args.eval_episodes,
+            seed=args.seed,
+            device=device,
+            video_dir=args.video_dir if args.capture_video else None,
+        )
+    print(summary(model.args["env_id"], episodic_returns))
     return episodic_returns
+
+
+def main(argv=None):
+    """`python -m cleanrl_utils.evals`: any model file or checkpoint, torch or JAX."""
+    args = parse_eval_args(argv)
+    return evaluate_model(read_model(args.model_path), args)

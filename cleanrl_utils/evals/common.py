@@ -1,6 +1,6 @@
 """What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: the
-command line, and how a finished game is reported. The script a model came from is loaded with
-`cleanrl_utils.scripts.load_script`."""
+command line, how a finished game is reported, and what a script does after training
+(`finish_training`). Model files are `cleanrl_utils.evals.files`."""
 
 from __future__ import annotations
 
@@ -28,10 +28,43 @@ def game_over(episodic_returns: list[float], episodic_return: float, episodic_le
     return None
 
 
+def finish_training(run, save, evaluate) -> None:
+    """What a script does after training, with its own `save(path)` (writes the model file) and
+    `evaluate(env_id=, eval_episodes=, seed=, video_dir=)` (plays the games, returns their
+    scores): with `--save-model`, writes `{run.dir}/{exp_name}.cleanrl_model`; with
+    `--save-model` or `--capture-video`, plays `--eval-episodes` games with a new seed
+    (`seed + 1`), recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's
+    score as `eval/episodic_return`; with `--upload-model` (which implies both), then pushes the
+    run to the Hugging Face Hub (`cleanrl_utils.huggingface`). Nothing after a stop signal: the
+    run is not over."""
+    args = run.args
+    upload = getattr(args, "upload_model", False)
+    if run.stop_requested or not (args.save_model or args.capture_video or upload):
+        return
+    if args.save_model or upload:
+        save(run.dir / f"{args.exp_name}.cleanrl_model")
+    video_dir = f"videos/{run.name}" if args.capture_video or upload else None
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
+    episodic_returns = evaluate(
+        env_id=args.env_id,
+        eval_episodes=args.eval_episodes,
+        seed=args.seed + 1,
+        video_dir=video_dir,
+    )
+    for idx, episodic_return in enumerate(episodic_returns):
+        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
+    if upload:
+        from cleanrl_utils.huggingface.push import push_after_training
+
+        push_after_training(run, episodic_returns, video_dir)
+
+
 @dataclass
 class EvalArgs:
+    """Play a trained agent's games: a model file of any script in cleanrl/, or a checkpoint."""
+
     model_path: str
-    """a `.cleanrl_model` file written by a script's `--save-model`"""
+    """a `.cleanrl_model` file written by a script's `--save-model`, or a checkpoint (`checkpoint_*.ckpt`: the weights of its iteration)"""
     eval_episodes: int = 10
     """the number of games to play"""
     seed: int = 1
@@ -44,10 +77,10 @@ class EvalArgs:
     """use a GPU when there is one (for JAX: when a GPU build of jaxlib is installed)"""
 
 
-def parse_eval_args(argv=None) -> EvalArgs:
+def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=EvalArgs):
     import tyro
 
-    args = tyro.cli(EvalArgs, args=argv)
+    args = tyro.cli(cls, args=argv, prog=prog)
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
     return args

@@ -15,92 +15,62 @@ provides:
 - `Agent(num_actions)` with `init(key, obs)` -> parameters and
   `get_action_and_value(params, obs, key)` -> (action, logprob, value).
 
-A saved `.cleanrl_model` file (flax msgpack: script name and path, the arguments, the
-parameters) names its script, so
-`python -m cleanrl_utils.evals.jax_eval --model-path runs/RUN/EXP.cleanrl_model` needs nothing
-else.
+A model file (flax msgpack: `cleanrl_utils.evals.files`) or a checkpoint names its script, so
+`python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else (the
+one entry point for torch and JAX models; `python -m cleanrl_utils.evals.jax_eval` takes JAX
+models only).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import game_over, parse_eval_args, summary
-from cleanrl_utils.runs import atomic_write_bytes
-from cleanrl_utils.scripts import load_script
-
-
-def save_model(path: str | Path, params, args, script_file: str) -> None:
-    """`--save-model`'s file: the training script's module name and path, its arguments and the
-    parameters, in one flax msgpack file written atomically."""
-    import flax.serialization
-    import jax
-
-    data = {
-        "script": f"cleanrl.{Path(script_file).stem}",
-        "script_path": str(Path(script_file).resolve()),
-        "args": dataclasses.asdict(args),
-        "params": flax.serialization.to_state_dict(jax.device_get(params)),
-    }
-    atomic_write_bytes(path, flax.serialization.msgpack_serialize(data))
-    print(f"model saved to {path}")
+from cleanrl_utils.evals.common import finish_training, game_over, parse_eval_args, summary
+from cleanrl_utils.evals.files import Model, model_script, read_model, save_jax_model
 
 
 def save_and_evaluate(run, agent, params, make_env, episode_statistics) -> None:
-    """What a JAX script does after training: with `--save-model`, writes the model to
-    `{run.dir}/{exp_name}.cleanrl_model`; with `--save-model` or `--capture-video`, plays
-    `--eval-episodes` games with a new seed (`seed + 1`), recorded under `videos/{run.name}/` with
-    `--capture-video`, and logs each game's score as `eval/episodic_return`. Nothing after a stop
-    signal: the run is not over."""
-    args = run.args
-    if run.stop_requested or not (args.save_model or args.capture_video):
-        return
-    if args.save_model:
-        save_model(run.dir / f"{args.exp_name}.cleanrl_model", params, args, run.script_file)
-    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
-    episodic_returns = evaluate(
-        agent,
-        params,
-        make_env,
-        episode_statistics,
-        env_id=args.env_id,
-        eval_episodes=args.eval_episodes,
-        seed=args.seed + 1,
-        video_dir=f"videos/{run.name}" if args.capture_video else None,
+    """What a JAX script does after training (`finish_training`): the model file, the evaluation
+    games, the upload."""
+    finish_training(
+        run,
+        lambda path: save_jax_model(path, params, run.args, run.script_file),
+        lambda **games: evaluate(agent, params, make_env, episode_statistics, **games),
     )
-    for idx, episodic_return in enumerate(episodic_returns):
-        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
+
+
+def jax_agent(model: Model, script):
+    """The script's agent and the model's parameters on its network's template; exits 2 when they
+    do not fit."""
+    import flax.serialization
+    import jax
+
+    envs = script.make_env(model.args["env_id"], 1, model.args["seed"])
+    agent = script.Agent(envs.action_space.n)
+    obs = np.zeros((1,) + envs.observation_space.shape, np.uint8)
+    envs.close()
+    template = jax.eval_shape(agent.init, jax.random.PRNGKey(0), obs)  # shapes only
+    try:
+        params = flax.serialization.from_state_dict(template, model.weights)
+        params = jax.tree_util.tree_map(jax.numpy.asarray, params)
+        shapes = [x.shape for x in jax.tree_util.tree_leaves(params)]
+        if shapes != [x.shape for x in jax.tree_util.tree_leaves(template)]:
+            raise ValueError("other shapes")
+    except Exception as e:  # parameters of another network
+        fail(f"the parameters in {model.path} do not fit {model.script}'s network: {e}")
+    return agent, params
 
 
 def load_model(model_path: str | Path):
     """Returns (script module, training args dict, agent, parameters); exits 2 on a bad file."""
-    import flax.serialization
-    import jax
-
-    model_path = Path(model_path)
-    if not model_path.is_file():
-        fail(f"model file not found: {model_path}")
-    try:
-        checkpoint = flax.serialization.msgpack_restore(model_path.read_bytes())
-        script = load_script(checkpoint["script"])
-        args = checkpoint["args"]
-        envs = script.make_env(args["env_id"], 1, args["seed"])
-        agent = script.Agent(envs.action_space.n)
-        obs = np.zeros((1,) + envs.observation_space.shape, np.uint8)
-        envs.close()
-        template = jax.eval_shape(agent.init, jax.random.PRNGKey(0), obs)  # shapes only
-        params = flax.serialization.from_state_dict(template, checkpoint["params"])
-        params = jax.tree_util.tree_map(jax.numpy.asarray, params)
-        shapes = [x.shape for x in jax.tree_util.tree_leaves(params)]
-        if shapes != [x.shape for x in jax.tree_util.tree_leaves(template)]:
-            raise ValueError("the parameters do not fit the script's network")
-    except Exception as e:  # a truncated or foreign file: say which, without a traceback
-        fail(f"cannot read model file {model_path}: {type(e).__name__}: {e}")
-    return script, args, agent, params
+    model = read_model(model_path)
+    if model.framework != "jax":
+        fail(f"{model_path} is a torch model: load it with cleanrl_utils.evals.load_model")
+    script = model_script(model)
+    return (script, model.args, *jax_agent(model, script))
 
 
 def evaluate(
@@ -167,24 +137,33 @@ def play(policy, params, envs, stats, eval_episodes, seed, video_dir) -> list[fl
     return episodic_returns
 
 
-def main(argv=None):
-    args = parse_eval_args(argv)
+def evaluate_model(model: Model, script, args) -> list[float]:
+    """The games of `cleanrl_utils.evals.evaluate_model` for a JAX model."""
     if not args.cuda:
         import jax
 
         jax.config.update("jax_platforms", "cpu")
-    script, train_args, agent, params = load_model(args.model_path)
-    episodic_returns = evaluate(
+    agent, params = jax_agent(model, script)
+    return evaluate(
         agent,
         params,
         script.make_env,
         script.EpisodeStatistics,
-        env_id=train_args["env_id"],
+        env_id=model.args["env_id"],
         eval_episodes=args.eval_episodes,
         seed=args.seed,
         video_dir=args.video_dir if args.capture_video else None,
     )
-    print(summary(train_args["env_id"], episodic_returns))
+
+
+def main(argv=None):
+    """`python -m cleanrl_utils.evals.jax_eval`: a JAX model file or checkpoint."""
+    args = parse_eval_args(argv, prog="python -m cleanrl_utils.evals.jax_eval")
+    model = read_model(args.model_path)
+    if model.framework != "jax":
+        fail(f"{args.model_path} is a torch model: evaluate it with python -m cleanrl_utils.evals")
+    episodic_returns = evaluate_model(model, model_script(model), args)
+    print(summary(model.args["env_id"], episodic_returns))
     return episodic_returns
 
 

@@ -1,0 +1,71 @@
+"""Convert files of the older, pickle formats that you trust into the current ones, in place:
+
+    python -m cleanrl_utils.convert runs/RUN/checkpoint_0000200.ckpt runs/RUN/ppo_atari_envpool.cleanrl_model
+
+A checkpoint (`CLEANRL-CHECKPOINT-1`, a pickle) becomes a checkpoint of `cleanrl_utils.checkpoint`'s
+code-free format; a torch model file (`torch.save`) becomes a safetensors model file
+(`cleanrl_utils.evals.files`). Converting unpickles the file, which runs any code a pickle
+carries: this command is for files you or your own runs wrote, never for downloaded ones. Nothing
+else in this project unpickles anything.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
+from cleanrl_utils.checks import fail
+from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
+from cleanrl_utils.runs import atomic_write_bytes
+
+
+@dataclass
+class ConvertArgs:
+    """Convert trusted checkpoints and torch model files of the older pickle formats, in place."""
+
+    files: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """the files (a pickle runs code when it is read: only files you trust)"""
+
+
+def convert_checkpoint(path: Path, raw: bytes) -> None:
+    try:
+        payload = pickle.loads(checked_body(raw, PICKLE_MAGIC))
+    except CorruptCheckpoint as exc:
+        fail(f"{path}: {exc}")
+    write_checkpoint(path, payload)
+
+
+def convert_torch_model(path: Path) -> None:
+    import torch
+    from safetensors.torch import save
+
+    old = torch.load(path, map_location="cpu", weights_only=False)
+    info = model_info(old["script"].removeprefix("cleanrl."), old["args"])
+    weights = {name: t.contiguous() for name, t in old["model_state_dict"].items()}
+    atomic_write_bytes(path, save(weights, metadata={METADATA_KEY: json.dumps(info)}))
+
+
+def main(argv=None) -> None:
+    args = tyro.cli(ConvertArgs, args=argv, prog="python -m cleanrl_utils.convert")
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            fail(f"no such file: {path}")
+        raw = path.read_bytes()
+        if raw.startswith(PICKLE_MAGIC):
+            convert_checkpoint(path, raw)
+        elif raw.startswith(ZIP_MAGIC):
+            convert_torch_model(path)
+        else:
+            fail(f"{path} is neither a pickle checkpoint nor a torch.save model file")
+        print(f"converted {path}")
+
+
+if __name__ == "__main__":
+    main()

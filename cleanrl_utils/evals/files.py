@@ -1,0 +1,182 @@
+"""Model files: what `--save-model` writes and what the evaluator, `enjoy` and the Hub upload read,
+in formats that cannot carry code. Both kinds are named `{exp_name}.cleanrl_model` and told apart
+by their first bytes:
+
+- torch scripts: a safetensors file: the agent's `state_dict()` as tensors, and in the file's
+  metadata, under the key `cleanrl`, a JSON object `{"format": "cleanrl-model", "version": 1,
+  "script": "ppo_atari_envpool", "args": {...}}` (the script's name and its arguments);
+- JAX scripts: a flax msgpack file of `{"format": "cleanrl-model", "version": 1, "script": ...,
+  "args": {...}, "params": {...}}` (the parameters in flax's state-dict form), read with
+  `flax.serialization.msgpack_restore`, which builds only dicts, lists, numbers, strings and NumPy
+  arrays of numbers.
+
+A checkpoint (`checkpoint_*.ckpt`, `cleanrl_utils.checkpoint`) holds the agent's weights of its
+iteration too, so every tool that takes a model file also takes one. A pickle (`torch.save`
+files, the torch models of older versions) is refused unread: `python -m cleanrl_utils.convert`
+converts one you trust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleanrl_utils.checkpoint import MAGIC, PICKLE_MAGIC, CorruptCheckpoint, read_checkpoint
+from cleanrl_utils.checks import fail
+from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.scripts import load_script
+
+FORMAT = "cleanrl-model"
+METADATA_KEY = "cleanrl"  # the safetensors metadata entry that holds the script and arguments
+ZIP_MAGIC = b"PK\x03\x04"  # torch.save's zip archive, a pickle inside
+PICKLE_OPCODE = b"\x80"  # the first byte of a pickle (protocol 2 and later)
+
+
+class UnsafeFile(Exception):
+    """A file that could only be read by unpickling it."""
+
+
+@dataclass
+class Model:
+    """A model as read from a model file or a checkpoint."""
+
+    path: Path
+    script: str  # the name of the script in cleanrl/ that trained it: `ppo_atari_envpool`
+    args: dict  # its arguments
+    weights: dict  # torch: the agent's state_dict; JAX: the parameters in flax's state-dict form
+    framework: str  # "torch" or "jax"
+    source: str  # "model", or "checkpoint of iteration N"
+
+
+def model_info(script_file: str, args) -> dict:
+    """What a model file says of itself: the script (a path or name) and its arguments (a
+    dataclass or a dict)."""
+    return {
+        "format": FORMAT,
+        "version": 1,
+        "script": Path(script_file).stem,
+        "args": args if isinstance(args, dict) else dataclasses.asdict(args),
+    }
+
+
+def save_torch_model(path: str | Path, agent, args, script_file: str) -> None:
+    """The torch scripts' model file (safetensors), written atomically."""
+    from safetensors.torch import save
+
+    metadata = {METADATA_KEY: json.dumps(model_info(script_file, args))}
+    weights = {name: t.detach().contiguous() for name, t in agent.state_dict().items()}
+    atomic_write_bytes(path, save(weights, metadata=metadata))
+    print(f"model saved to {path}")
+
+
+def save_jax_model(path: str | Path, params, args, script_file: str) -> None:
+    """The JAX scripts' model file (flax msgpack), written atomically."""
+    import flax.serialization
+    import jax
+
+    data = model_info(script_file, args)
+    data["params"] = flax.serialization.to_state_dict(jax.device_get(params))
+    atomic_write_bytes(path, flax.serialization.msgpack_serialize(data))
+    print(f"model saved to {path}")
+
+
+def is_safetensors(raw: bytes) -> bool:
+    """A safetensors file: a little-endian u64 header length, then a JSON header."""
+    return len(raw) > 8 and raw[8:9] == b"{" and struct.unpack("<Q", raw[:8])[0] <= len(raw) - 8
+
+
+def unsafe_kind(raw: bytes) -> str | None:
+    """What a file that only unpickling could read is, or None."""
+    if raw.startswith(PICKLE_MAGIC):
+        return "a checkpoint of the older format (a pickle)"
+    if raw.startswith(ZIP_MAGIC):
+        return "a torch.save file (a pickle in a zip archive)"
+    if raw.startswith(PICKLE_OPCODE):
+        return "a pickle"
+    return None
+
+
+def parse_model_bytes(path: Path, raw: bytes) -> Model:
+    """A model file's content; `UnsafeFile` for a pickle (never unpickled), `ValueError` or
+    another exception for anything else that is not a model file."""
+    kind = unsafe_kind(raw)
+    if kind is not None:
+        raise UnsafeFile(kind)
+    if is_safetensors(raw):
+        from safetensors.torch import load
+
+        (length,) = struct.unpack("<Q", raw[:8])
+        metadata = json.loads(raw[8 : 8 + length]).get("__metadata__") or {}
+        info = json.loads(metadata[METADATA_KEY])
+        weights, framework = load(raw), "torch"
+    else:
+        import flax.serialization
+
+        info = flax.serialization.msgpack_restore(raw)
+        if not isinstance(info, dict):
+            raise ValueError("not a model file")
+        weights, framework = info["params"], "jax"
+    script = str(info["script"]).removeprefix("cleanrl.")  # (JAX files before 2: `cleanrl.x`)
+    args = info["args"]
+    if not isinstance(args, dict) or "env_id" not in args:
+        raise ValueError("no arguments with an env_id")
+    return Model(Path(path), script, args, weights, framework, "model")
+
+
+def model_from_checkpoint(path: Path) -> Model:
+    payload = read_checkpoint(path)
+    state = payload["state"]
+    if "agent" in state:  # torch: the agent's state_dict
+        weights, framework = state["agent"], "torch"
+    else:  # JAX: the flax TrainState in state-dict form
+        weights, framework = state["agent_state"]["params"], "jax"
+    source = f"checkpoint of iteration {payload['iteration']}"
+    return Model(Path(path), payload["script"], payload["args"], weights, framework, source)
+
+
+def read_model(path: str | Path) -> Model:
+    """The model in a model file or a checkpoint; exits 2 with one `error:` line on anything
+    else (a pickle is refused without being unpickled)."""
+    path = Path(path)
+    if not path.is_file():
+        fail(f"model file not found: {path}")
+    raw = path.read_bytes()
+    try:
+        if raw.startswith(MAGIC):
+            return model_from_checkpoint(path)
+        return parse_model_bytes(path, raw)
+    except UnsafeFile as exc:
+        fail(
+            f"{path} is {exc}: refused unread, since unpickling a file can run any code in it; if you trust it (your own "
+            f"run wrote it), convert it with `python -m cleanrl_utils.convert {path}`"
+        )
+    except CorruptCheckpoint as exc:
+        fail(f"cannot read checkpoint {path}: {exc}")
+    except Exception as exc:  # a truncated or foreign file: say which, without a traceback
+        fail(f"cannot read model file {path}: {type(exc).__name__}: {exc}")
+
+
+def model_script(model: Model):
+    """The module of the script that trained `model`, once its env id is checked as that script
+    checks it (`check_envpool_atari_id` or `check_gymnasium_atari_id`, whichever it imports);
+    exits 2 with one `error:` line when the script is not one of cleanrl/ or the env id is not
+    one of its games."""
+    try:
+        script = load_script(model.script)
+    except Exception as exc:
+        fail(
+            f"{model.path} was trained by {model.script!r}, which cannot be loaded as a script of "
+            f"cleanrl/ ({type(exc).__name__}: {exc})"
+        )
+    missing = [
+        name for name in ("make_env", "Agent", "EpisodeStatistics") if not hasattr(script, name)
+    ]
+    if missing:
+        fail(f"{model.path}: cleanrl/{model.script}.py has no {', '.join(missing)}")
+    for check in ("check_envpool_atari_id", "check_gymnasium_atari_id"):
+        if hasattr(script, check):
+            getattr(script, check)(model.args["env_id"])
+    return script

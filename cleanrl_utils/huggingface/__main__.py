@@ -1,0 +1,3 @@
+from cleanrl_utils.huggingface.push import main
+
+main()
