@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
 from cleanrl_utils.evals.files import read_model
@@ -80,6 +80,7 @@ def download(repo_id: str, revision: str | None) -> tuple[Path, dict]:
         fail(f"{where}: the download failed ({one_line(exc)})", 1)
 
 
+@stops_on_ctrl_c
 def main(argv=None) -> list[float]:
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.enjoy", cls=EnjoyArgs)
     if (args.hf_repo is None) == (args.model_path is None):

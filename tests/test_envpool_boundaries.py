@@ -318,3 +318,15 @@ def test_the_scripts_cut_games_at_108000_steps_as_the_published_runs():
         )
         assert machado.spec.config.max_episode_steps == 27_000
         default.close(), machado.close()
+
+
+def test_the_evaluation_plays_with_the_training_runs_time_limit():
+    import cleanrl.ppo_atari_envpool as torch_script
+    from cleanrl_utils.evals.common import with_training_env
+
+    for args in ({"max_episode_steps": 27_000}, torch_script.Args(max_episode_steps=27_000)):
+        envs = with_training_env(torch_script.make_env, args)("Breakout-v5", 1, 1)
+        assert envs.spec.config.max_episode_steps == 27_000
+        envs.close()
+    # a gymnasium script's arguments have no such setting: its make_env is used as it is
+    assert with_training_env(torch_script.make_env, {"seed": 1}) is torch_script.make_env

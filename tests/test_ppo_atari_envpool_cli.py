@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -18,10 +21,12 @@ from conftest import (
     ScriptProcess,
     assert_usage_error,
     describe,
+    finish_script,
     module_runs,
     read_scalars,
     read_texts,
     run_script,
+    start_script,
 )
 
 SMOKE = ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"]
@@ -254,3 +259,22 @@ def test_help_shows_arg_docstrings(tmp_path):
     assert "--num-minibatches" in text
     assert "--total-timesteps" in text
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_evaluator_with_one_line_and_exit_130(long_eval_run):
+    run = long_eval_run
+    assert_ok(run)
+    model = run.run_dir / MODEL_FILE
+    args = ["--model-path", model, "--eval-episodes", "1000"]
+    proc = start_script(args, run.cwd, module="cleanrl_utils.evals")
+    deadline = time.time() + 300
+    while b"eval_episode=" not in os.pread(proc.output_files[0].fileno(), 1 << 16, 0):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no game played after 300 s"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    done = finish_script(proc, timeout=60)
+    assert done.returncode == 130, describe(done)
+    assert done.stderr.strip().splitlines()[-1] == "interrupted (Ctrl-C)"
+    assert "Traceback" not in done.stderr

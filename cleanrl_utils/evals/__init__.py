@@ -28,8 +28,14 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import finish_training, game_over, parse_eval_args, summary
+from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.evals.common import (
+    finish_training,
+    game_over,
+    parse_eval_args,
+    summary,
+    with_training_env,
+)
 from cleanrl_utils.evals.files import Model, model_script, read_model, save_torch_model
 
 
@@ -39,7 +45,9 @@ def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu") ->
     finish_training(
         run,
         lambda path: save_torch_model(path, agent, run.args, run.script_file),
-        lambda **games: evaluate(agent, make_env, episode_statistics, device=device, **games),
+        lambda **games: evaluate(
+            agent, with_training_env(make_env, run.args), episode_statistics, device=device, **games
+        ),
     )
 
 
@@ -141,7 +149,7 @@ def evaluate_model(model: Model, args) -> list[float]:
         device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
         episodic_returns = evaluate(
             torch_agent(model, script, device),
-            script.make_env,
+            with_training_env(script.make_env, model.args),
             script.EpisodeStatistics,
             env_id=model.args["env_id"],
             eval_episodes=args.eval_episodes,
@@ -153,6 +161,7 @@ def evaluate_model(model: Model, args) -> list[float]:
     return episodic_returns
 
 
+@stops_on_ctrl_c
 def main(argv=None):
     """`python -m cleanrl_utils.evals`: any model file or checkpoint, torch or JAX."""
     args = parse_eval_args(argv)

@@ -4,6 +4,7 @@ command line, how a finished game is reported, and what a script does after trai
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -26,6 +27,15 @@ def game_over(episodic_returns: list[float], episodic_return: float, episodic_le
         if wandb is not None and wandb.run is not None:
             wandb.log({"eval/video": wandb.Video(str(path), format="mp4")})
     return None
+
+
+def with_training_env(make_env, args):
+    """The script's `make_env` with the env settings the run was trained with besides the id,
+    count and seed (the EnvPool scripts' `--max-episode-steps`): an evaluation plays the games
+    the agent was trained on. `args`: the run's arguments, a dataclass or a dict."""
+    args = args if isinstance(args, dict) else vars(args)
+    options = {k: args[k] for k in ("max_episode_steps",) if args.get(k) is not None}
+    return functools.partial(make_env, **options) if options else make_env
 
 
 def finish_training(run, save, evaluate) -> None:

@@ -27,8 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.common import finish_training, game_over, parse_eval_args, summary
+from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.evals.common import (
+    finish_training,
+    game_over,
+    parse_eval_args,
+    summary,
+    with_training_env,
+)
 from cleanrl_utils.evals.files import Model, model_script, read_model, save_jax_model
 
 
@@ -38,7 +44,9 @@ def save_and_evaluate(run, agent, params, make_env, episode_statistics) -> None:
     finish_training(
         run,
         lambda path: save_jax_model(path, params, run.args, run.script_file),
-        lambda **games: evaluate(agent, params, make_env, episode_statistics, **games),
+        lambda **games: evaluate(
+            agent, params, with_training_env(make_env, run.args), episode_statistics, **games
+        ),
     )
 
 
@@ -147,7 +155,7 @@ def evaluate_model(model: Model, script, args) -> list[float]:
     return evaluate(
         agent,
         params,
-        script.make_env,
+        with_training_env(script.make_env, model.args),
         script.EpisodeStatistics,
         env_id=model.args["env_id"],
         eval_episodes=args.eval_episodes,
@@ -156,6 +164,7 @@ def evaluate_model(model: Model, script, args) -> list[float]:
     )
 
 
+@stops_on_ctrl_c
 def main(argv=None):
     """`python -m cleanrl_utils.evals.jax_eval`: a JAX model file or checkpoint."""
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.evals.jax_eval")
