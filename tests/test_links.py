@@ -1,6 +1,6 @@
 """Every reference to a file resolves inside the repository: the relative links of the markdown
 pages, and every mention of a repository path (`docs/...md`, `cleanrl/...py`, `benchmark/...`,
-`requirements/...txt`) or of a bare file name (`REFERENCE.md`) in README.md, docs/,
+`requirements/...txt`) or of a bare file name (`FACTS.md`) in README.md, docs/,
 requirements/, benchmark/, .ci/ and the code's comments and strings. A reader who follows one
 finds the file; a file that is not in the repository is never cited as if it were.
 
@@ -196,9 +196,9 @@ def test_known_exceptions_are_still_there():
 @pytest.mark.parametrize(
     "text, broken",
     [
-        ("see REFERENCE.md for the numbers", ["REFERENCE.md"]),
-        ("see `REFERENCE.md`", ["REFERENCE.md"]),
-        ("copied from /work/shared/REFERENCE.md, which", ["/work/shared/REFERENCE.md"]),
+        ("see FACTS.md for the numbers", ["FACTS.md"]),
+        ("see `FACTS.md`", ["FACTS.md"]),
+        ("copied from /home/me/notes/FACTS.md, which", ["/home/me/notes/FACTS.md"]),
         ("[install](docs/installation_missing.md)", ["docs/installation_missing.md"]),
         ("[layout](docs/layout.md#the-modules) and `cleanrl/ppo_atari.py`", []),
         ("`benchmark/nothing.sh` and requirements/requirements-none.txt", None),
