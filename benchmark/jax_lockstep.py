@@ -62,8 +62,10 @@ def max_rel(a, b) -> float:
     return worst
 
 
-def main() -> None:
-    args = tyro.cli(Options)
+def lockstep(args: Options, report=print) -> list[dict]:
+    """Runs `args.iterations` iterations of both scripts side by side; returns one record per
+    iteration (same actions, the largest relative differences, the learning rates, equal keys)
+    and passes a line of the table to `report` for each."""
     args.batch_size = args.num_envs * args.num_steps
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
@@ -106,7 +108,8 @@ def main() -> None:
     loop_minibatch = jax.jit(partial(loop.update_minibatch, agent, args))
     scan_update = jax.jit(partial(scan.update, agent, args))
     in_step, rollout_diff = True, float("nan")
-    print("iteration  actions  rollout  GAE      update   stats    lr        keys")
+    records = []
+    report("iteration  actions  rollout  GAE      update   stats    lr        keys")
     worst = {"rollout": 0.0, "gae": 0.0, "update": 0.0, "stats": 0.0}
     for iteration in range(1, args.iterations + 1):
         params = agent_state.params
@@ -134,15 +137,30 @@ def main() -> None:
         same_keys = bool(jnp.all(key_a == key_b)) and int(state_a.step) == int(state_b.step)
         for name, value in (("gae", gae_diff), ("update", update_diff), ("stats", stats_diff)):
             worst[name] = max(worst[name], value)
-        print(
+        records.append(
+            dict(
+                same_actions=in_step,
+                rollout=rollout_diff,
+                gae=gae_diff,
+                update=update_diff,
+                stats=stats_diff,
+                learning_rates=[float(x) for x in lr],
+                same_keys=same_keys,
+            )
+        )
+        report(
             f"{iteration:9d}  {actions:7s}  {rollout_diff if in_step else float('nan'):.1e}  "
             f"{gae_diff:.1e}  {update_diff:.1e}  {stats_diff:.1e}  "
             f"{float(lr[0]):.3e}{'=' if float(lr[0]) == float(lr[1]) else '!'}  "
-            f"{'equal' if same_keys else 'DIFFER'}",
-            flush=True,
+            f"{'equal' if same_keys else 'DIFFER'}"
         )
         agent_state, key = state_a, key_a
-    print("largest relative differences:", {k: f"{v:.1e}" for k, v in worst.items()})
+    report(f"largest relative differences: { {k: f'{v:.1e}' for k, v in worst.items()} }")
+    return records
+
+
+def main() -> None:
+    lockstep(tyro.cli(Options), report=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

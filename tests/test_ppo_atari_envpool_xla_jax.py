@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import types
 from functools import cache, partial
 from pathlib import Path
@@ -783,3 +784,37 @@ def test_help_shows_arg_docstrings(tmp_path):
     assert "the surrogate clipping coefficient" in text
     assert "--xla_gpu_deterministic_ops=true" in text
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule():
+    """benchmark/jax_lockstep.py at a tiny size: a run of 4 iterations (the learning rate falls
+    from 2.5e-4 to 6.25e-5), each iteration's rollout, GAE and update of both scripts from equal
+    state. The games stay the same (every action equal), the keys and learning rates equal, and
+    the computations differ by float rounding only. A difference in the schedule, the keys or the
+    state a script carries from one iteration to the next would show at a later iteration."""
+    import importlib.util
+
+    path = REPO_ROOT / "benchmark" / "jax_lockstep.py"
+    spec = importlib.util.spec_from_file_location("jax_lockstep", path)
+    lockstep = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = lockstep  # (its dataclass resolves its annotations through it)
+    spec.loader.exec_module(lockstep)
+    args = lockstep.Options(
+        iterations=4,
+        total_timesteps=4 * 64,
+        num_envs=4,
+        num_steps=16,
+        num_minibatches=2,
+        update_epochs=2,
+    )
+    records = lockstep.lockstep(args, report=lambda line: None)
+    assert len(records) == 4
+    assert [r["learning_rates"][0] for r in records] == pytest.approx(
+        [2.5e-4, 1.875e-4, 1.25e-4, 6.25e-5]
+    )
+    for r in records:
+        assert r["same_actions"] and r["same_keys"], r
+        assert r["learning_rates"][0] == r["learning_rates"][1]
+        assert r["rollout"] == r["gae"] == 0.0, r  # the same XLA program for the env and GAE
+        assert r["update"] < 1e-4 and r["stats"] < 1e-2, r
