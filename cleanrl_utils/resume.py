@@ -146,6 +146,11 @@ def reconcile_args(args, payload: dict, script: str, file: Path) -> None:
             f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
             f"{given!r} (drop {flag} or start a new run)"
         )
-    missing = [n for n in defaults if n not in saved_args and n not in FREE_ARGS]
-    if missing:
-        fail(f"--resume: the checkpoint has no value for {', '.join(missing)}")
+    for name in defaults:
+        if name not in saved_args and name not in FREE_ARGS and name not in DERIVED_ARGS:
+            flag = "--" + name.replace("_", "-")
+            print(
+                f"warning: the checkpoint has no {flag} (a flag added since it was written); "
+                f"the run goes on with {getattr(args, name)!r}: give {flag} to choose",
+                file=sys.stderr,
+            )

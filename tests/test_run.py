@@ -433,3 +433,16 @@ def test_ctrl_c_outside_the_iterations_stops_at_once_without_a_traceback(tmp_pat
         os.kill(os.getpid(), signal.SIGINT)
     assert exit_info.value.code == 130
     assert "received Ctrl-C: stopping now" in capsys.readouterr().err
+
+
+def test_a_flag_newer_than_the_checkpoint_takes_the_commands_value_and_says_so(tmp_path, capsys):
+    run = stopped_run(tmp_path)
+    path = list_checkpoints(run.dir)[0]
+    payload = read_checkpoint(path)
+    del payload["args"]["max_episode_steps"]  # as written before the flag existed
+    write_checkpoint(path, payload)
+    capsys.readouterr()
+    args = torch_script.Args(resume=str(run.dir), max_episode_steps=27_000)
+    Run(args, SCRIPT, runs_dir=str(tmp_path))
+    assert args.max_episode_steps == 27_000
+    assert "the checkpoint has no --max-episode-steps" in capsys.readouterr().err
