@@ -3,6 +3,7 @@
 
     python benchmark/jax_lockstep.py --iterations 40            # default sizes, seed 1
     python benchmark/jax_lockstep.py --iterations 8 --num-steps 32
+    python benchmark/jax_lockstep.py --iterations 5 --from-checkpoint runs/RUN/checkpoint_0000280.ckpt
 
 Both scripts' own functions run side by side from the same state. At each iteration:
 
@@ -19,7 +20,10 @@ Both scripts' own functions run side by side from the same state. At each iterat
 Differences at float-rounding level (~1e-6 relative) everywhere, keys and learning rates equal:
 the two scripts are the same algorithm, and any gap between their learning curves is the spread
 between runs that such rounding starts. The sizes and the run's length (which sets the schedule)
-are the scripts' flags. Runs on the CPU (JAX's default backend here).
+are the scripts' flags. `--from-checkpoint` starts from a checkpoint of either script's run
+(its arguments, parameters, optimizer state and keys, with new games, as a resumed run):
+the comparison late in a run, with a trained policy and the learning rate near its end.
+Runs on the CPU (JAX's default backend here).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import optax  # noqa: E402
 import tyro  # noqa: E402
 from flax.training.train_state import TrainState  # noqa: E402
 
+from cleanrl_utils.checkpoint import read_checkpoint, restored_value  # noqa: E402
 from cleanrl_utils.scripts import load_script  # noqa: E402
 
 loop = load_script("ppo_atari_envpool_xla_jax")
@@ -51,6 +56,8 @@ class Options(loop.Args):
     """how many iterations to compare (of a run as long as --total-timesteps says)"""
     total_timesteps: int = 307_200
     """the run's length: it sets the learning-rate schedule"""
+    from_checkpoint: str | None = None
+    """start from this checkpoint of a run of either script (its arguments replace the flags)"""
 
 
 def max_rel(a, b) -> float:
@@ -66,6 +73,12 @@ def lockstep(args: Options, report=print) -> list[dict]:
     """Runs `args.iterations` iterations of both scripts side by side; returns one record per
     iteration (same actions, the largest relative differences, the learning rates, equal keys)
     and passes a line of the table to `report` for each."""
+    payload = None
+    if args.from_checkpoint is not None:
+        payload = read_checkpoint(Path(args.from_checkpoint))
+        flags = {f.name for f in dataclasses.fields(loop.Args) if f.init}  # not the sizes
+        saved = {k: v for k, v in payload["args"].items() if k in flags}
+        args = dataclasses.replace(args, **saved)
     args.batch_size = args.num_envs * args.num_steps
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
@@ -88,6 +101,12 @@ def lockstep(args: Options, report=print) -> list[dict]:
             optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=1e-5),
         ),
     )
+    first = 1
+    if payload is not None:  # as a resumed run: the checkpointed state, new games
+        saved = payload["state"]
+        agent_state = restored_value(agent_state, saved["agent_state"])
+        key, rollout_key = (jnp.asarray(saved[name]) for name in ("key", "rollout_key"))
+        first = payload["iteration"] + 1
     states = []
     for script, envs in ((loop, envs_a), (scan, envs_b)):
         obs = jnp.asarray(envs.reset()[0])
@@ -111,7 +130,7 @@ def lockstep(args: Options, report=print) -> list[dict]:
     records = []
     report("iteration  actions  rollout  GAE      update   stats    lr        keys")
     worst = {"rollout": 0.0, "gae": 0.0, "update": 0.0, "stats": 0.0}
-    for iteration in range(1, args.iterations + 1):
+    for iteration in range(first, min(first + args.iterations, args.num_iterations + 1)):
         params = agent_state.params
         env_a, rollout, games = loop.collect_rollout(loop_step, params, env_a, args.num_steps)
         if in_step:

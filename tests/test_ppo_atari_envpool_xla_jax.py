@@ -578,7 +578,7 @@ PER_GAME = [
 TRAINING_RUNS = {
     "xla_smoke": (XLA_JAX, XLA_SMOKE.split()),
     "xla_smoke_tracked": (XLA_JAX, f"{XLA_SMOKE} --track".split()),
-    "xla_long": (XLA_JAX, LONG.split()),
+    "xla_long": (XLA_JAX, f"{LONG} --checkpoint-every 2".split()),
     "scan_smoke": (XLA_JAX_SCAN, SCAN_SMOKE.split()),
     "scan_long_video": (XLA_JAX_SCAN, f"{LONG} --capture-video --eval-episodes 2".split()),
 }
@@ -786,13 +786,8 @@ def test_help_shows_arg_docstrings(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.slow
-def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule():
-    """benchmark/jax_lockstep.py at a tiny size: a run of 4 iterations (the learning rate falls
-    from 2.5e-4 to 6.25e-5), each iteration's rollout, GAE and update of both scripts from equal
-    state. The games stay the same (every action equal), the keys and learning rates equal, and
-    the computations differ by float rounding only. A difference in the schedule, the keys or the
-    state a script carries from one iteration to the next would show at a later iteration."""
+def load_lockstep():
+    """benchmark/jax_lockstep.py as a module."""
     import importlib.util
 
     path = REPO_ROOT / "benchmark" / "jax_lockstep.py"
@@ -800,6 +795,17 @@ def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule
     lockstep = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = lockstep  # (its dataclass resolves its annotations through it)
     spec.loader.exec_module(lockstep)
+    return lockstep
+
+
+@pytest.mark.slow
+def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule():
+    """benchmark/jax_lockstep.py at a tiny size: a run of 4 iterations (the learning rate falls
+    from 2.5e-4 to 6.25e-5), each iteration's rollout, GAE and update of both scripts from equal
+    state. The games stay the same (every action equal), the keys and learning rates equal, and
+    the computations differ by float rounding only. A difference in the schedule, the keys or the
+    state a script carries from one iteration to the next would show at a later iteration."""
+    lockstep = load_lockstep()
     args = lockstep.Options(
         iterations=4,
         total_timesteps=4 * 64,
@@ -817,4 +823,19 @@ def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule
         assert r["same_actions"] and r["same_keys"], r
         assert r["learning_rates"][0] == r["learning_rates"][1]
         assert r["rollout"] == r["gae"] == 0.0, r  # the same XLA program for the env and GAE
+        assert r["update"] < 1e-4 and r["stats"] < 1e-2, r
+
+
+@pytest.mark.slow
+def test_lockstep_from_a_checkpoint_carries_on_where_the_run_was(xla_long):
+    """`--from-checkpoint`: the comparison starts where a run's checkpoint left off (iteration 3
+    of 4, the run's own sizes, its learning rate schedule), not at the start of a run."""
+    lockstep = load_lockstep()
+    checkpoint = xla_long.ok().run_dir / "checkpoint_0000002.ckpt"
+    args = lockstep.Options(iterations=5, from_checkpoint=str(checkpoint))
+    records = lockstep.lockstep(args, report=lambda line: None)
+    assert [r["learning_rates"][0] for r in records] == pytest.approx([1.25e-4, 6.25e-5])
+    for r in records:
+        assert r["same_actions"] and r["same_keys"], r
+        assert r["rollout"] == r["gae"] == 0.0, r
         assert r["update"] < 1e-4 and r["stats"] < 1e-2, r
