@@ -82,8 +82,8 @@ class Args:
     """Toggles advantages normalization"""
     clip_coef: float = 0.1
     """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    clip_vloss: bool = False
+    """Toggles a clipped value loss (off: the published JAX scripts never clipped it)"""
     ent_coef: float = 0.01
     """coefficient of the entropy"""
     vf_coef: float = 0.5
