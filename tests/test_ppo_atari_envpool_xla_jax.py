@@ -297,6 +297,15 @@ def test_loss_equals_torch_script_loss_on_same_weights(agent_and_params, norm_ad
     )
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_value_loss_is_not_clipped_by_default_as_in_the_published_jax_scripts(name):
+    """The published JAX scripts never clipped the value loss and the defaults follow them (the
+    300k-step A/B behind this is on the script's docs page); `--clip-vloss` clips it, as the
+    torch scripts do by default, as theirs did."""
+    assert SCRIPTS[name].Args().clip_vloss is False
+    assert torch_script.Args().clip_vloss is True
+
+
 def update_args(update_epochs, num_minibatches, target_kl):
     args = loss_args(
         num_envs=4,
