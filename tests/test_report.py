@@ -614,3 +614,34 @@ def test_windows_table_is_the_mean_score_of_the_games_ended_in_each_window(tmp_p
     assert not (tmp_path / "plain").exists()
     assert run_report(tmp_path / "plain", root) == 0
     assert not (tmp_path / "plain" / "windows.md").exists()  # only with --windows
+
+
+@pytest.mark.parametrize(
+    ("labels", "rows"),
+    [
+        (["ppo_atari_envpool_xla_jax", "ppo_atari_envpool_xla_jax_scan"], 2),  # too wide for one
+        (["ppo_atari", "ppo_atari_lstm"], 1),
+    ],
+)
+def test_the_legend_puts_side_by_side_only_the_names_that_fit_the_figure(labels, rows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cleanrl_utils.report.plots import LEGEND_HEIGHT, PANEL_SIZE, PLOT_DPI, figure_legend
+
+    fig, ax = plt.subplots(
+        figsize=(PANEL_SIZE[0], PANEL_SIZE[1] + LEGEND_HEIGHT), dpi=PLOT_DPI, layout="constrained"
+    )
+    for label in labels:
+        ax.plot([0, 1], [0, 1], label=label)
+    legend = figure_legend(fig, *ax.get_legend_handles_labels())
+    fig.canvas.draw()  # lays the legend out where the saved PNG has it
+    renderer = fig.canvas.get_renderer()
+    assert fig.legends == [legend]
+    assert legend.get_window_extent(renderer).width <= fig.bbox.width
+    texts = [text.get_window_extent(renderer) for text in legend.get_texts()]
+    assert [t.get_text() for t in legend.get_texts()] == labels
+    assert len({round(box.y0) for box in texts}) == rows
+    plt.close(fig)

@@ -45,6 +45,17 @@ def empty_panel_text(report: Report, scripts, env_id: str) -> str | None:
     return NO_GAME if len(scripts) == 1 else f"{NO_GAME}:\n" + "\n".join(missing)
 
 
+def figure_legend(fig, handles, labels):
+    """The legend above the panels, with as many names per row (up to 3) as fit the figure's
+    width: long script names side by side would be cut off at its edges."""
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(len(labels), 3), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside upper center", ncol=ncol, fontsize=8)
+        if ncol == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
+            return legend
+        legend.remove()
+
+
 def plot_set(
     report: Report, scripts, env_ids, path: Path, wall_clock: bool
 ) -> dict[str, str | None]:
@@ -93,8 +104,7 @@ def plot_set(
         ax.set_ylabel("episodic return", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncol=min(len(scripts), 3), fontsize=8)
+    figure_legend(fig, *axes.flat[0].get_legend_handles_labels())
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=PLOT_DPI)
     plt.close(fig)
