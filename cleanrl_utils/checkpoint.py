@@ -381,9 +381,9 @@ def state_problem(state: dict, saved: dict) -> str | None:
     shapes, dtypes), or None. Nothing is changed."""
     for name, value in state.items():
         if name not in saved:
-            return f"it has no {name!r} (saved: {', '.join(map(str, saved))})"
+            return f"the checkpoint has no {name!r} (saved: {', '.join(map(str, saved))})"[:300]
         template = value if isinstance(value, deque) else _template(value)
-        problem = tree_problem(template, saved[name], name)
+        problem = tree_problem(template, saved[name], f"the checkpoint's {name}")
         if problem:
             return problem
     return None
@@ -405,5 +405,5 @@ def rng_problem(rng: dict) -> str | None:
             if "torch" in rng:
                 torch.Generator().set_state(rng["torch"])
     except Exception as exc:  # whatever a generator says of a state it cannot take
-        return f"its RNG states cannot be set ({type(exc).__name__}: {str(exc)[:80]})"
+        return f"the checkpoint's RNG states cannot be set ({type(exc).__name__}: {str(exc)[:80]})"
     return None

@@ -50,18 +50,22 @@ def flag(name: str) -> str:
 
 
 def _one_line(box: str) -> str:
-    """The message of tyro's error box (its first block, the lines joined), without the frame."""
-    lines = []
+    """The message of tyro's error box, on one line: its first block of text without the frame
+    and the title (a terminal gets a frame, a pipe a title line and rules)."""
+    blocks: list[list[str]] = [[]]
     for line in box.splitlines():
-        if line.lstrip().startswith(("╭", "╰")):  # the frame's top (its title) and bottom
+        line = line.strip()
+        if line.startswith(("╭", "╰", "+")):  # the frame's top (with the title) and bottom
             continue
-        line = line.strip().strip("│").strip()
-        if set(line) <= set("─ "):
-            if lines:
-                break
-            continue
-        lines.append(line)
-    return " ".join(lines) or box.strip().replace("\n", " ")
+        line = line.strip("│|").strip()
+        if not line or set(line) <= set("─-= "):  # a rule between blocks
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    blocks = [b for b in blocks if b]
+    if len(blocks) > 1 and len(blocks[0]) == 1 and not set(blocks[0][0]) & set(":."):
+        blocks = blocks[1:]  # the title, as a line of its own
+    return " ".join(blocks[0]) if blocks else box.strip().replace("\n", " ")
 
 
 def _tyro_message(message: str, argv: list[str], cls) -> str:
@@ -118,8 +122,10 @@ def parse_args(cls, argv: list[str] | None = None, prog: str | None = None):
 
 def _field_kinds(annotation) -> tuple[type, ...]:
     """The types a field of `annotation` may hold (`float | None`: float and NoneType)."""
-    if isinstance(annotation, str):
-        annotation = {"int": int, "float": float, "bool": bool, "str": str}.get(annotation, object)
+    if isinstance(annotation, str):  # (a module with `from __future__ import annotations`)
+        named = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+        parts = [named.get(part.strip(), object) for part in annotation.split("|")]
+        return tuple(parts)
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         return tuple(k for a in typing.get_args(annotation) for k in _field_kinds(a))
     return (annotation,) if isinstance(annotation, type) else (object,)

@@ -53,6 +53,12 @@ def lock_run_folder(run_dir: Path) -> int:
     return fd
 
 
+def release_run_folder(fd: int | None) -> None:
+    """Gives the lock back (the process goes on without writing the folder)."""
+    if fd is not None:
+        os.close(fd)
+
+
 def trim_partial_record(path: Path) -> int:
     """Cuts a TensorBoard event file back to its last whole record (a write that failed midway
     leaves part of one); returns the bytes removed. Truncating frees space: it works on a full

@@ -54,7 +54,13 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail, value_problem
-from cleanrl_utils.faults import disk_failure, lock_run_folder, run_writer, trim_partial_record
+from cleanrl_utils.faults import (
+    disk_failure,
+    lock_run_folder,
+    release_run_folder,
+    run_writer,
+    trim_partial_record,
+)
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
 from cleanrl_utils.runs import (
@@ -209,7 +215,7 @@ class Run:
             saved = self.payload["state"]
             problem = state_problem(state, saved) or rng_problem(self.payload["rng"])
             if problem:
-                fail(f"--resume: the checkpoint does not fit {self.script}.py: {problem}")
+                fail(f"--resume: {problem} ({self.script}.py cannot use it)")
             self._open()
             for name, value in state.items():
                 state[name] = restored_value(value, saved[name])
@@ -292,6 +298,7 @@ class Run:
         every scalar up to it) and drops all but the newest `KEEP`. A write that fails ends the
         run (`_disk_failed`); when it is TensorBoard's, the checkpoint is still tried first."""
         self.writer.flush()
+        failed = self.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
         payload = {
             "script": self.script,
             "run_name": self.name,
@@ -307,9 +314,14 @@ class Run:
         try:
             write_checkpoint(path, payload)
         except OSError as exc:
-            self._disk_failed(f"the checkpoint of iteration {iteration}", exc)
-        if self.writer.error is not None:
-            self._disk_failed("the TensorBoard event file", self.writer.error)
+            what = (
+                "the TensorBoard event file"
+                if failed
+                else f"the checkpoint of iteration {iteration}"
+            )
+            self._disk_failed(what, failed or exc)
+        if failed:
+            self._disk_failed("the TensorBoard event file", failed)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
         if self.stop_requested:
@@ -356,6 +368,8 @@ class Run:
         self.writer.close()
         if self.writer.error is not None:
             self._disk_failed("the TensorBoard event file", self.writer.error)
+        release_run_folder(self.lock_fd)
+        self.lock_fd = None
         wandb = sys.modules.get("wandb")
         if wandb is not None and wandb.run is not None:
             if code == CHECKPOINT_EXIT:
