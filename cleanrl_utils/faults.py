@@ -1,10 +1,10 @@
 """What keeps a run folder whole when the machine misbehaves: one writer per folder (a lock), and a
 failing disk (full, read-only, gone) stopping the run in one line with what it keeps.
 
-- **The lock.** The training process holds an advisory lock (`flock`) on `{run_dir}/.lock`,
-  which holds its PID; a second process that wants the folder is refused in one line naming that
-  PID. The kernel drops the lock when the process dies, however it dies: `kill -9` leaves no
-  stale lock, and the file itself means nothing without it.
+- **The lock.** The training process holds an advisory lock (`flock`) on the run folder
+  itself; a second process that wants the folder is refused in one line naming the holder's PID
+  (as the kernel lists it in /proc/locks). The kernel drops the lock when the process dies,
+  however it dies: `kill -9` leaves no stale lock, and no lock file is left behind.
 - **A failing disk.** A write into the run folder that fails (a checkpoint, config.json, the
   TensorBoard writer's thread) ends the run with one line naming the folder and the cause, and
   exit code `DISK_EXIT`; the event file is cut back to its last whole record, and the newest
@@ -26,31 +26,45 @@ from pathlib import Path
 from cleanrl_utils.checks import fail
 
 DISK_EXIT = 74  # EX_IOERR: the run folder could not be written (not requeued: 75 is)
-LOCK_FILE = ".lock"
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 
 
 def lock_run_folder(run_dir: Path) -> int:
-    """Takes the run folder's lock (creating the folder and its lock file when missing) and
-    returns the open file descriptor that holds it, for the life of the process; exits with one
-    `error:` line naming the holder when another process has it."""
+    """Takes the run folder's lock (creating the folder when missing) and returns the open file
+    descriptor that holds it, for the life of the process; exits with one `error:` line naming
+    the holder when another process has it. The lock is on the folder itself: taking it
+    changes no file."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        inode = os.fstat(fd).st_ino
         os.close(fd)
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             fail(f"cannot lock the run folder {run_dir}: {exc.strerror}")
         fail(
-            f"the run folder {run_dir} is in use by process {holder} (one process writes a run "
-            "at a time; wait for it to end, or stop it)"
+            f"the run folder {run_dir} is in use by process {lock_holder(inode)} (one process "
+            "writes a run at a time; wait for it to end, or stop it)"
         )
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def lock_holder(inode: int) -> str:
+    """The PID holding a `flock` on the file of `inode`, as the kernel lists it (Linux's
+    /proc/locks: `1: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE 0 EOF`), or "unknown"."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    for line in lines:
+        parts = line.split()
+        if "FLOCK" in parts and len(parts) >= 6:
+            at = parts.index("FLOCK")
+            if len(parts) > at + 4 and parts[at + 4].rsplit(":", 1)[-1] == str(inode):
+                return parts[at + 3]
+    return "unknown"
 
 
 def release_run_folder(fd: int | None) -> None:

@@ -157,7 +157,9 @@ class Run:
         """Creates runs/{name}/ with config.json (the arguments, command line and code version;
         a resumption is appended), starts W&B with `--track` (a resumed run continues its W&B
         run), installs the stop-signal handlers and returns the TensorBoard writer. A resumed
-        run's writer discards what the stopped process logged after its checkpoint."""
+        run's writer discards what the stopped process logged after its checkpoint. The folder
+        is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
+        writes into it only once `restore` has checked the checkpoint."""
         args = self.args
         self.lock_fd = lock_run_folder(self.dir)  # one process per run folder
         self._record = record = run_record(args, self.name)
