@@ -455,7 +455,7 @@ def mutations(leaf):
 
 
 @pytest.mark.slow
-@FUZZ
+@settings(FUZZ, max_examples=15)
 @given(data=st.data())
 def test_a_mutated_checkpoint_resumes_or_fails_in_one_line_leaving_the_folder_unchanged(
     real_run, tmp_path_factory, data
@@ -697,12 +697,14 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_previous_one(smal
 def test_a_full_disk_under_tensorboard_is_one_line_and_cuts_the_event_file_to_whole_records(
     small_disk,
 ):
-    proc = start_script(tiny(6, 2), small_disk, script=SCRIPT)
+    # checkpoints at iterations 10 and 20: the 10 iterations between log more than a page
+    # (~600 bytes each), so flushing them needs a new page of the tmpfs, which it has not
+    proc = start_script(tiny(20, 10), small_disk, script=SCRIPT)
     try:
         wait_for(
             lambda: proc.poll() is not None or list(small_disk.glob("runs/*/checkpoint_*.ckpt"))
         )
-        proc.send_signal(signal.SIGSTOP)  # in iteration 3: fill the disk to its last byte
+        proc.send_signal(signal.SIGSTOP)  # in iteration 11: fill the disk to its last byte
         with contextlib.suppress(OSError), open(small_disk / "filler", "wb", buffering=0) as f:
             while True:
                 f.write(b"\0" * 4096)
@@ -714,8 +716,8 @@ def test_a_full_disk_under_tensorboard_is_one_line_and_cuts_the_event_file_to_wh
     errors = [x for x in done.stderr.splitlines() if x.startswith("error")]
     assert len(errors) == 1 and "Traceback" not in done.stderr, describe(done)
     assert "TensorBoard event file" in errors[0] and f"folder runs/{run_dir.name}/" in errors[0]
-    assert "checkpoint_0000002.ckpt, is intact" in errors[0]
-    assert read_checkpoint(run_dir / "checkpoint_0000002.ckpt")["iteration"] == 2
+    assert "checkpoint_0000010.ckpt, is intact" in errors[0]
+    assert read_checkpoint(run_dir / "checkpoint_0000010.ckpt")["iteration"] == 10
     assert not list(run_dir.glob(".*.tmp"))
     (event_file,) = run_dir.glob("events.out.tfevents.*")
     assert_whole_records(event_file)
