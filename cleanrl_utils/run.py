@@ -53,7 +53,7 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import fail
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
+from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
 from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
@@ -75,11 +75,15 @@ def signal_name(signum: int) -> str:
 class Run:
     """One training run: its folder, logs, checkpoints, progress and stop signals."""
 
-    def __init__(self, args, script_file: str, runs_dir: str = "runs"):
+    def __init__(
+        self, args, script_file: str, runs_dir: str = "runs", argv: list[str] | None = None
+    ):
         """Resolves `--resume` (exits with one `error:` line when it cannot, and with 0 when the
-        run has already finished): the arguments left at their defaults take the checkpoint's
-        values. Creates nothing on disk."""
+        run has already finished): the arguments neither given on the command line `argv`
+        (default: `sys.argv[1:]`) nor set in code take the checkpoint's values. Creates nothing
+        on disk."""
         self.args = args
+        self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
         self.script_file = script_file
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
@@ -113,7 +117,7 @@ class Run:
         file, self.payload = found
         self.name = self.payload["run_name"]
         self.runs_dir = Path(file).resolve().parent.parent
-        reconcile_args(self.args, self.payload, self.script, file)
+        reconcile_args(self.args, self.payload, self.script, file, self.given)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
         if done >= total:

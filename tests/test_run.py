@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tyro
 from conftest import REPO_ROOT, read_scalars
 
 import cleanrl.ppo_atari_envpool as torch_script
@@ -28,7 +29,7 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.resume import games_seed
+from cleanrl_utils.resume import games_seed, given_flags
 from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
@@ -168,6 +169,47 @@ def test_resume_takes_the_checkpoints_arguments_for_the_flags_left_at_their_defa
     assert resumed.name == run.name and resumed.dir == run.dir.resolve()
     assert resumed.games_seed == games_seed(7, 2) != 7
     assert "resuming" in capsys.readouterr().out
+
+
+def test_a_flag_given_at_its_default_is_kept_on_resume_not_taken_from_the_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+    run = stopped_run(tmp_path, learning_rate=1e-3)
+    argv = ["--resume", str(run.dir), "--learning-rate", "2.5e-4"]  # 2.5e-4: the default
+    monkeypatch.setattr(sys, "argv", [SCRIPT, *argv])  # what Run reads when given no argv
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        Run(tyro.cli(torch_script.Args, args=argv), SCRIPT, runs_dir=str(tmp_path))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --resume: the checkpoint was made with --learning-rate 0.001, this command gives "
+        "0.00025 (drop --learning-rate or start a new run)"
+    ]
+    # not given, it comes from the checkpoint; given as saved, it is agreed
+    for argv in (["--resume", str(run.dir)], ["--resume", str(run.dir), "--learning_rate=1e-3"]):
+        args = tyro.cli(torch_script.Args, args=argv)
+        Run(args, SCRIPT, runs_dir=str(tmp_path), argv=argv)
+        assert args.learning_rate == 1e-3
+
+
+@pytest.mark.parametrize(
+    "argv, given",
+    [
+        (["--learning-rate", "2.5e-4", "--seed=1"], {"learning_rate", "seed"}),
+        (["--learning_rate", "2.5e-4", "--num_envs=8"], {"learning_rate", "num_envs"}),
+        (
+            ["--anneal-lr", "--no-norm-adv", "--no_clip_vloss"],
+            {"anneal_lr", "norm_adv", "clip_vloss"},
+        ),
+        (["--exp-name", "x", "--target-kl", "None"], {"exp_name", "target_kl"}),
+        (["--wandb-entity=--seed", "--resume", "auto"], {"wandb_entity", "resume"}),
+        ([], set()),
+    ],
+)
+def test_the_flags_given_are_read_from_the_command_line_as_tyro_reads_it(argv, given):
+    args = tyro.cli(torch_script.Args, args=argv)  # a form tyro accepts, or this raises
+    assert given_flags(args, argv) == given
+    assert given_flags(args, ["--batch-size", "8", "--no-such-flag"]) == set()  # not flags
 
 
 @pytest.mark.parametrize(
