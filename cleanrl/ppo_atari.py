@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils import atari_wrappers
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args

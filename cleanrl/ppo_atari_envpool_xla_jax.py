@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import partial
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
 from cleanrl_utils.evals.jax_eval import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance

@@ -107,6 +107,8 @@ class Run:
         self._lap_start = time.time()
         self.writer = None
         self.progress = None
+        self.previous_handlers: dict = {}  # what `start` replaced and `finish` puts back
+        self.finished = False
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class Run:
             self.writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_stop_signal)
+            self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
         print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
@@ -286,9 +288,24 @@ class Run:
             return 0
         return INTERRUPTED_EXIT if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
 
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """Leaving a `with Run(...) as run:` block finishes the run, if it has not finished."""
+        self.finish()
+
     def finish(self) -> int:
-        """Closes TensorBoard and W&B, says where the run's files are. Returns the exit code."""
+        """Closes TensorBoard and W&B, says where the run's files are, and puts back the signal
+        handlers that `start` replaced (a notebook or a test carries on as before the run).
+        Returns the exit code."""
         code = self.exit_code()
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
+        self.previous_handlers = {}
+        if self.writer is None or self.finished:  # (never started, or finished already)
+            return code
+        self.finished = True
         if code == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:

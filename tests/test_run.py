@@ -30,7 +30,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.resume import games_seed, given_flags
-from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, Run
+from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, STOP_SIGNALS, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
 SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
@@ -309,6 +309,31 @@ def test_a_stop_signal_writes_a_checkpoint_stops_the_loop_and_exits_75(tmp_path,
     err = capsys.readouterr().err
     assert "received SIGTERM: finishing this iteration" in err
     assert f"continue with: python {sys.argv[0]} --resume {run.dir})" in err
+
+
+def test_a_finished_run_puts_back_the_signal_handlers_it_replaced(tmp_path, capsys):
+    """A notebook or a test that used a Run carries on with its own handlers, whether the run
+    ends with `finish()`, with a `with` block, or after a stop signal."""
+
+    def mine(signum, frame):
+        pass
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, mine)
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    run = open_run(tmp_path)
+    assert all(signal.getsignal(signum) == run._on_stop_signal for signum in STOP_SIGNALS)
+    run.restore({})
+    os.kill(os.getpid(), signal.SIGUSR1)  # handled by the run: a checkpoint, then stop
+    run.end_iteration(1, 8, [], {})
+    assert run.finish() == CHECKPOINT_EXIT
+    assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
+    with open_run(tmp_path) as run:
+        assert signal.getsignal(signal.SIGTERM) == run._on_stop_signal
+        run.restore({})
+        run.end_iteration(1, 8, [], {})
+    assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
+    assert run.finished and run.finish() == 0  # finishing again changes nothing
 
 
 def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_path):

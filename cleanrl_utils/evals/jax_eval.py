@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import extras
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals.common import (
     finish_training,
@@ -177,4 +178,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
     main()
