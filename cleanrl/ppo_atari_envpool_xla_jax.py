@@ -277,6 +277,9 @@ class Rollout:
     # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
     # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
     valids: jax.Array
+    # what GAE computes from the rollout, once it is complete
+    advantages: jax.Array | None = None
+    returns: jax.Array | None = None
 
 
 @flax.struct.dataclass
@@ -321,10 +324,11 @@ def collect_rollout(rollout_step, params, env_state, num_steps):
     return env_state, rollout, games
 
 
-def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, values, valids):
-    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
-    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, obs, actions)
-    logratio = newlogprob - logprobs
+def ppo_loss(agent, args, params, mb):
+    """The clipped PPO loss of the minibatch `mb` (a Rollout), averaged over its valid transitions."""
+    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, mb.obs, mb.actions)
+    logratio = newlogprob - mb.logprobs
+    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
     ratio = jnp.exp(logratio)
 
     # calculate approx_kl http://joschu.net/blog/kl-approx.html
@@ -353,14 +357,8 @@ def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, v
 
     entropy_loss = masked_mean(entropy, valids)
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    stats = dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    stats |= dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
     return loss, jax.lax.stop_gradient(stats)
 
 
@@ -368,7 +366,7 @@ def update_minibatch(agent, args, agent_state, batch, mb_inds):
     """One gradient step on the minibatch `batch[mb_inds]`."""
     minibatch = jax.tree_util.tree_map(lambda x: x[mb_inds], batch)
     grad_fn = jax.value_and_grad(partial(ppo_loss, agent, args), has_aux=True)
-    (loss, stats), grads = grad_fn(agent_state.params, *minibatch)
+    (loss, stats), grads = grad_fn(agent_state.params, minibatch)
     return agent_state.apply_gradients(grads=grads), dict(stats, loss=loss)
 
 
@@ -376,8 +374,8 @@ def update(update_minibatch, args, agent_state, rollout, advantages, returns, ke
     """update_epochs passes over the rollout in shuffled minibatches, each gradient step a call
     of the jitted `update_minibatch`; returns the last minibatch's statistics, with clipfrac
     averaged over all minibatches."""
-    b = rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values
-    batch = [x.reshape((args.batch_size,) + x.shape[2:]) for x in (*b, rollout.valids)]
+    rollout = rollout.replace(advantages=advantages, returns=returns)
+    batch = jax.tree_util.tree_map(lambda x: x.reshape((args.batch_size,) + x.shape[2:]), rollout)
     clipfracs = []
     for epoch in range(args.update_epochs):
         key, permutation_key = jax.random.split(key)

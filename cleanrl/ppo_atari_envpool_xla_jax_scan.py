@@ -276,6 +276,9 @@ class Rollout:
     # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
     # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
     valids: jax.Array
+    # what GAE computes from the rollout, once it is complete
+    advantages: jax.Array | None = None
+    returns: jax.Array | None = None
 
 
 @flax.struct.dataclass
@@ -318,10 +321,11 @@ def collect_rollout(rollout_step, params, env_state, num_steps):
     return env_state, rollout, games
 
 
-def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, values, valids):
-    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
-    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, obs, actions)
-    logratio = newlogprob - logprobs
+def ppo_loss(agent, args, params, mb):
+    """The clipped PPO loss of the minibatch `mb` (a Rollout), averaged over its valid transitions."""
+    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, mb.obs, mb.actions)
+    logratio = newlogprob - mb.logprobs
+    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
     ratio = jnp.exp(logratio)
 
     # calculate approx_kl http://joschu.net/blog/kl-approx.html
@@ -350,14 +354,8 @@ def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, v
 
     entropy_loss = masked_mean(entropy, valids)
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    stats = dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    stats |= dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
     return loss, jax.lax.stop_gradient(stats)
 
 
@@ -373,23 +371,23 @@ def update(agent, args, agent_state, rollout, advantages, returns, key):
     """update_epochs passes over the rollout in shuffled minibatches, all inside `jax.lax.scan`
     (jit the whole); returns the last minibatch's statistics, with clipfrac averaged over all
     minibatches."""
-    b = rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values
-    batch = [x.reshape((args.batch_size,) + x.shape[2:]) for x in (*b, rollout.valids)]
+    rollout = rollout.replace(advantages=advantages, returns=returns)
+    batch = jax.tree_util.tree_map(lambda x: x.reshape((args.batch_size,) + x.shape[2:]), rollout)
     unroll = scan_unroll()
     grad_fn = jax.value_and_grad(partial(ppo_loss, agent, args), has_aux=True)
 
     def update_minibatch(agent_state, minibatch):
-        (loss, stats), grads = grad_fn(agent_state.params, *minibatch)
+        (loss, stats), grads = grad_fn(agent_state.params, minibatch)
         return agent_state.apply_gradients(grads=grads), dict(stats, loss=loss)
 
     def update_epoch(carry, _):
         agent_state, key, stopped = carry
         key, permutation_key = jax.random.split(key)
         b_inds = jax.random.permutation(permutation_key, args.batch_size)
-        minibatches = [
-            x[b_inds].reshape((args.num_minibatches, args.minibatch_size) + x.shape[1:])
-            for x in batch
-        ]
+        shape = (args.num_minibatches, args.minibatch_size)
+        minibatches = jax.tree_util.tree_map(
+            lambda x: x[b_inds].reshape(shape + x.shape[1:]), batch
+        )
 
         # once an epoch ends above the target KL, the remaining epochs change nothing
         ran = ~stopped
