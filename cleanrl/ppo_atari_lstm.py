@@ -212,8 +212,7 @@ def compute_advantages(rollout, next_value, gamma, gae_lambda):
 
 @dataclass
 class Rollout:
-    """One rollout, shape (num_steps, num_envs), with the advantages and returns GAE computes from
-    it (zeros until then). Observations stay uint8."""
+    """One rollout, shape (num_steps, num_envs), and GAE's advantages and returns; uint8 frames."""
 
     obs: torch.Tensor
     actions: torch.Tensor
