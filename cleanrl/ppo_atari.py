@@ -9,10 +9,10 @@ from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils import atari_wrappers
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args
 from cleanrl_utils.compile import compiled
-from cleanrl_utils.evals import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 

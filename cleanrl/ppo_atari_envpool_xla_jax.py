@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
-from cleanrl_utils.evals.jax_eval import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -492,5 +492,5 @@ if __name__ == "__main__":
 
     envs.close()
     # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
-    save_and_evaluate(run, agent, agent_state.params, make_env, EpisodeStatistics)
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, params=agent_state.params)
     sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

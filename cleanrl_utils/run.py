@@ -109,6 +109,10 @@ class Run:
         self.progress = None
         self.previous_handlers: dict = {}  # what `start` replaced and `finish` puts back
         self.finished = False
+        if getattr(args, "upload_model", False):  # what an upload needs: before any work
+            from cleanrl_utils.after_training import check_upload
+
+            check_upload(args)
 
     # -- resuming ---------------------------------------------------------------------------
 
