@@ -434,10 +434,6 @@ if __name__ == "__main__":
     state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
     agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
 
-    def checkpoint_state():  # what a checkpoint holds: read only when one is written
-        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)
-        return state
-
     # TRY NOT TO MODIFY: start the game
     global_step, start_time = run.global_step, run.start_time
     next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
@@ -484,9 +480,9 @@ if __name__ == "__main__":
         explained_var = explained_variance(rollout.values, returns, rollout.valids)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
-        iteration_time = sum(run.laps.values())  # rollout, advantages, update
-        writer.add_scalar("charts/SPS_update", args.batch_size / iteration_time, global_step)
-        run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
+        writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
+        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)  # checkpointed
+        run.end_iteration(iteration, global_step, avg_returns, state)
         if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 

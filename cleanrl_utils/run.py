@@ -207,6 +207,12 @@ class Run:
         self.laps[phase] = now - self._lap_start
         self._lap_start = now
 
+    @property
+    def laps_s(self) -> float:
+        """The seconds this iteration's laps have timed so far (after the last lap: its rollout,
+        advantages and update, without the logging around them)."""
+        return sum(self.laps.values())
+
     def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
         and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
@@ -214,7 +220,7 @@ class Run:
         also sets `stop_requested`."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        self.iteration_s = time.time() - self._lap_start + sum(self.laps.values())
+        self.iteration_s = time.time() - self._lap_start + self.laps_s
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
