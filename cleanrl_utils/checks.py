@@ -208,10 +208,9 @@ def memory_problem(num_envs: int, num_steps: int, available: int | None) -> str 
 
 def check_ppo_args(args, whole_sequences: bool = False) -> None:
     """The batch arithmetic that every PPO script in cleanrl/ relies on, the numbers
-    (`number_problem`: the values a resumed run takes from its checkpoint too), the memory the
-    rollout needs, and what `--upload-model` needs (`cleanrl_utils.huggingface.auth`);
-    `whole_sequences`: the minibatches are made of whole env sequences (the LSTM's), so they must
-    divide the envs."""
+    (`number_problem`: the values a resumed run takes from its checkpoint too) and the memory the
+    rollout needs (what `--upload-model` needs is checked by `Run`); `whole_sequences`: the
+    minibatches are made of whole env sequences (the LSTM's), so they must divide the envs."""
     problem = number_problem(args)
     if problem:
         fail(problem)
@@ -251,12 +250,6 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
     problem = memory_problem(args.num_envs, args.num_steps, available_memory())
     if problem:
         fail(problem)
-    if getattr(args, "upload_model", False):  # before training, not after it
-        from cleanrl_utils.huggingface.auth import upload_problem
-
-        problem = upload_problem(args)
-        if problem:
-            fail(problem)
 
 
 def game_of(env_id: str) -> str:

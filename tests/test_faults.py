@@ -177,7 +177,7 @@ def test_a_name_that_cannot_name_a_run_folder_is_refused_before_anything_is_writ
 
     args = parse_args(envpool_script.Args, flags)
     with pytest.raises(SystemExit) as exit_info:
-        Run(args, str(SCRIPT), runs_dir=str(tmp_path / "runs"))
+        Run(args, str(SCRIPT), runs_dir=str(tmp_path / "runs"), argv=flags)
     assert exit_info.value.code == 2
     line = one_error_line(capsys.readouterr().err)
     assert all(word in line for word in words), line
@@ -216,7 +216,7 @@ def test_random_command_lines_give_a_run_inside_runs_or_one_error_line(flags, tm
 
     def prepare():
         args = parse_args(envpool_script.Args, argv)
-        run = Run(args, str(SCRIPT), runs_dir=str(runs))
+        run = Run(args, str(SCRIPT), runs_dir=str(runs), argv=argv)
         check_ppo_args(args)
         return run
 
@@ -386,8 +386,9 @@ def resume_in_process(run_dir: Path) -> tuple[int | None, str]:
     runs = []
 
     def resume():
-        args = parse_args(script.Args, ["--resume", str(run_dir)])
-        run = Run(args, str(SCRIPT), runs_dir=str(run_dir.parent))
+        argv = ["--resume", str(run_dir)]
+        run = Run(parse_args(script.Args, argv), str(SCRIPT), str(run_dir.parent), argv=argv)
+        args = run.args
         runs.append(run)
         check_ppo_args(args)
         args.batch_size = args.num_envs * args.num_steps
