@@ -306,6 +306,16 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _is_scalar(x) -> bool:
+    """A number, or an array of numbers of shape ()."""
+    if _is_number(x):
+        return True
+    if not _is_array(x):
+        return False
+    shape, dtype = _shape_dtype(x)
+    return shape == () and dtype.kind in "biuf"
+
+
 def _finite(x) -> bool:
     try:
         return bool(np.isfinite(float(x)))
@@ -316,7 +326,14 @@ def _finite(x) -> bool:
 def tree_problem(template, saved, where: str) -> str | None:
     """Where `saved` differs from `template` in structure (dict keys, list lengths, tuples),
     array shapes and dtypes, or the kind of a plain value; None when it fits. A list of numbers
-    in the template (a deque) takes a list of numbers of any length."""
+    in the template (a deque) takes a list of numbers of any length; a number and an array of
+    shape () stand for each other (a fresh flax `TrainState` counts its steps in an int)."""
+    if (
+        _is_scalar(template)
+        and _is_scalar(saved)
+        and not (_is_array(template) and _is_array(saved))
+    ):
+        return None if _finite(np.asarray(saved).item()) else f"{where} is {saved}"
     if _is_array(template):
         if not _is_array(saved):
             return f"{where} is {type(saved).__name__}, not an array"
