@@ -326,14 +326,10 @@ def _finite(x) -> bool:
 def tree_problem(template, saved, where: str) -> str | None:
     """Where `saved` differs from `template` in structure (dict keys, list lengths, tuples),
     array shapes and dtypes, or the kind of a plain value; None when it fits. A list of numbers
-    in the template (a deque) takes a list of numbers of any length; a number and an array of
-    shape () stand for each other (a fresh flax `TrainState` counts its steps in an int)."""
-    if (
-        _is_scalar(template)
-        and _is_scalar(saved)
-        and not (_is_array(template) and _is_array(saved))
-    ):
-        return None if _finite(np.asarray(saved).item()) else f"{where} is {saved}"
+    in the template (a deque) takes a list of numbers of any length; an integer array of shape ()
+    may stand where the template has an int (a fresh flax `TrainState` counts its steps in one)."""
+    if type(template) is int and _is_scalar(saved) and np.asarray(saved).dtype.kind in "iu":
+        return None
     if _is_array(template):
         if not _is_array(saved):
             return f"{where} is {type(saved).__name__}, not an array"
