@@ -463,6 +463,14 @@ def mutations(leaf):
 
 
 @pytest.mark.slow
+def test_the_checks_pass_an_untouched_checkpoint(real_run, tmp_path):
+    """(Else the fuzzing below would pass with checks that refuse everything.)"""
+    run_dir = unfinished_copy(real_run, tmp_path)
+    assert resume_in_process(run_dir) == (None, "")
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # the resumed run's, opened
+
+
+@pytest.mark.slow
 @settings(FUZZ, max_examples=12)
 @given(data=st.data())
 def test_a_mutated_checkpoint_resumes_or_fails_in_one_line_leaving_the_folder_unchanged(
