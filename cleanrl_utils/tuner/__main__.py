@@ -1,0 +1,5 @@
+import sys
+
+from cleanrl_utils.tuner.cli import main
+
+sys.exit(main())
