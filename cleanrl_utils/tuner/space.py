@@ -3,11 +3,10 @@ the script's own flags read from its `--help`, and a trial's parameters written 
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import math
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,26 +99,65 @@ def space_params_fn(params: list[Param]) -> Callable:
     return params_fn
 
 
-def script_flags(python: str, script: str, timeout_s: float = 120.0) -> set[str]:
-    """The flags the script's `--help` lists (without the dashes). Raises SpaceError when the
-    help cannot be read (no such script, an import error, ...)."""
+# Run in one process of the tuned script's interpreter, so that the script's imports (torch,
+# EnvPool) load once: the script's own env id check (`check_*_id` of `cleanrl_utils.checks`, which
+# the scripts call before building anything) on each env id, then the script's `--help`.
+PROBE = r"""
+import contextlib, importlib.util, io, json, os, runpy, sys
+from cleanrl_utils import checks
+script, env_ids = sys.argv[1], sys.argv[2:]
+spec = importlib.util.spec_from_file_location("_tuned_script", script)
+module = importlib.util.module_from_spec(spec)
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` would
+spec.loader.exec_module(module)
+found = [fn for name, fn in vars(checks).items() if name.startswith("check_") and name.endswith("_id")
+         and name != "check_env_id" and vars(module).get(name) is fn]
+problems = []
+for env_id in env_ids:
+    for check in found:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                check(env_id)
+        except SystemExit:
+            problems.append(err.getvalue().strip().removeprefix("error: "))
+sys.argv = [script, "--help"]
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+print("\n" + MARK + json.dumps({"help_exit": code, "env_problems": problems}))
+"""
+MARK = "@@cleanrl-tuner-probe@@"
+
+
+def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float = 300.0):
+    """The flags the script's `--help` lists (without the dashes), and the env ids the script
+    would refuse with their `error:` messages. Raises SpaceError when the script cannot be read
+    (no such file, an import error, a failing `--help`)."""
     if not Path(script).is_file():
         raise SpaceError(f"no such script: {script}")
     try:
         out = subprocess.run(
-            [python, script, "--help"],
+            [python, "-c", f"MARK = {MARK!r}\n{PROBE}", script, *env_ids],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
-            env=None,
         )
     except (OSError, subprocess.SubprocessError) as e:
         raise SpaceError(f"cannot run {script} --help: {e}") from None
-    if out.returncode != 0:
+    help_text, _, tail = out.stdout.rpartition(MARK)
+    try:
+        result = json.loads(tail.strip().splitlines()[0])
+    except (ValueError, IndexError):
+        result = None
+    if out.returncode != 0 or result is None or result["help_exit"] not in (0, None):
         last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["(no output)"]
-        raise SpaceError(f"{script} --help failed (exit code {out.returncode}): {last[0]}")
-    return set(FLAG.findall(out.stdout))
+        raise SpaceError(f"cannot read the flags of {script} (its --help failed): {last[0]}")
+    return set(FLAG.findall(help_text)), result["env_problems"]
 
 
 def flag_name(key: str) -> str:
@@ -156,29 +194,3 @@ def as_flags(params: Mapping, known: set[str] | None = None) -> list[str]:
 def fixed_flag_names(args: list[str]) -> list[str]:
     """The flags named in a list of fixed script arguments (`--num-envs 2` -> `num-envs`)."""
     return [a[2:].split("=", 1)[0] for a in args if a.startswith("--") and len(a) > 2]
-
-
-def check_env_ids(script: str, env_ids: list[str]) -> None:
-    """Runs the script's own env id check (`check_*_id` of `cleanrl_utils.checks`, which the
-    scripts call before building anything) on each env id, in this process: an unknown id ends
-    the tuner with the script's `error:` line. A script without such a check is not checked."""
-    from cleanrl_utils import checks
-
-    spec = importlib.util.spec_from_file_location("_tuned_script", script)
-    if spec is None or spec.loader is None:
-        raise SpaceError(f"cannot import {script}")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(script).resolve().parent))
-    try:
-        spec.loader.exec_module(module)  # definitions only: training runs under __main__
-    finally:
-        sys.path.pop(0)
-    found = [
-        fn
-        for name, fn in vars(checks).items()
-        if name.startswith("check_") and name.endswith("_id") and name != "check_env_id"
-        if vars(module).get(name) is fn
-    ]
-    for env_id in env_ids:
-        for check in found:
-            check(env_id)

@@ -20,6 +20,35 @@ def journal_path(text: str) -> str | None:
     return None
 
 
+def check_storage(text: str) -> None:
+    """What can be checked of a storage without creating anything: a file storage's folder
+    exists; a database server (an RDB URL other than SQLite) answers (opened, then let go)."""
+    path = journal_path(text)
+    if path is not None:
+        if not path or not Path(path).parent.is_dir():
+            raise StorageError(f"--storage {text}: the journal's folder does not exist")
+        return
+    url = sqlite_url(text)
+    if url.startswith("sqlite:///"):
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise StorageError(f"--storage {text}: the folder {folder} does not exist")
+        return
+    open_storage(text)
+
+
+def sqlite_url(text: str) -> str:
+    """A plain `*.db` path as a SQLite URL; an URL as it is."""
+    if "://" in text:
+        return text
+    if text.endswith((".db", ".sqlite", ".sqlite3")):
+        return f"sqlite:///{text}"
+    raise StorageError(
+        f"--storage {text}: not a storage (an RDB URL such as sqlite:///tuner.db or "
+        "postgresql://user@host/db, or a journal file PATH.log or journal:PATH)"
+    )
+
+
 def open_storage(text: str):
     """The Optuna storage of `text`, connected: a URL that cannot be reached, a driver that is
     not installed or a folder that does not exist raise StorageError."""
@@ -37,14 +66,7 @@ def open_storage(text: str):
             return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
         except OSError as e:
             raise StorageError(f"--storage {text}: cannot open the journal: {e}") from None
-    if "://" not in text:
-        if text.endswith((".db", ".sqlite", ".sqlite3")):
-            text = f"sqlite:///{text}"
-        else:
-            raise StorageError(
-                f"--storage {text}: not a storage (an RDB URL such as sqlite:///tuner.db or "
-                "postgresql://user@host/db, or a journal file PATH.log or journal:PATH)"
-            )
+    text = sqlite_url(text)
     if text.startswith("sqlite:///"):
         folder = Path(text.removeprefix("sqlite:///")).parent
         if not folder.is_dir():

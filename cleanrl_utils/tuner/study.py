@@ -21,12 +21,11 @@ from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
 from cleanrl_utils.tuner.space import (
     SpaceError,
     as_flags,
-    check_env_ids,
     check_flags,
     fixed_flag_names,
-    script_flags,
+    probe_script,
 )
-from cleanrl_utils.tuner.storage import StorageError, open_storage
+from cleanrl_utils.tuner.storage import StorageError, check_storage, open_storage
 from cleanrl_utils.tuner.trials import RunState, TrialRun, run_key
 
 POLL_S = 0.5
@@ -163,24 +162,30 @@ class Tuner:
     # -- before anything starts ---------------------------------------------------------------
 
     def check(self) -> optuna.study.Study:
-        """Everything that can be wrong before a trial starts: the storage (opened), the script's
-        flags (the fixed ones and the search space's, against its `--help`), the env ids (the
-        script's own check). Ends the process with one `error:` line and exit code 2."""
+        """Everything that can be wrong before a trial starts: the script's flags (the fixed ones
+        and the search space's, against its `--help`), the env ids (the script's own check), the
+        storage (opened last: a new SQLite file is made only then). Ends the process with one
+        `error:` line and exit code 2."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         try:
-            storage = open_storage(self.storage_text)
+            check_storage(self.storage_text)  # (creates nothing)
         except StorageError as e:
             fail(str(e))
         try:
-            self.known_flags = script_flags(self.python, self.script)
+            self.known_flags, env_problems = probe_script(self.python, self.script, self.env_ids)
             check_flags(
                 fixed_flag_names(self.script_args), self.known_flags, self.script, "fixed flag"
             )
             probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
             sampled = self.params_fn(probe)  # a throwaway trial: the flags the space will set
             check_flags(list(sampled), self.known_flags, self.script, "search space flag")
-            check_env_ids(self.script, self.env_ids)
+            if env_problems:
+                raise SpaceError(env_problems[0])
         except SpaceError as e:
+            fail(str(e))
+        try:
+            storage = open_storage(self.storage_text)
+        except StorageError as e:
             fail(str(e))
         try:
             return optuna.create_study(
