@@ -224,6 +224,10 @@ class Tuner:
             flush=True,
         )
         active: list[TrialRun] = []
+        # as inside `study.optimize`: a sampler may end the study (GridSampler, when its grid is
+        # done) with `study.stop()`, which sets `_stop_flag`
+        study._thread_local.in_optimize_loop = True
+        study._stop_flag = False
         with StopRequest() as stop:
             while not stop.requested:
                 while len(active) < self.workers and self.wants_more(study, num_trials):
@@ -249,6 +253,8 @@ class Tuner:
         return results.print_best(self, study)
 
     def wants_more(self, study, num_trials: int) -> bool:
+        if study._stop_flag:
+            return False
         trials = study.get_trials(deepcopy=False)
         if any(t.state == TrialState.WAITING for t in trials):
             return True  # an interrupted trial, to resume
