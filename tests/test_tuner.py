@@ -8,12 +8,20 @@ import csv
 import importlib.util
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import PPO_ATARI_ENVPOOL, describe, finish_script, run_script, start_script
+from conftest import (
+    PPO_ATARI_ENVPOOL,
+    REPO_ROOT,
+    describe,
+    finish_script,
+    run_script,
+    start_script,
+)
 
 optuna = pytest.importorskip("optuna")
 
@@ -299,3 +307,42 @@ def test_help_explains_every_flag(tmp_path):
         line = next(line for line in source.splitlines() if line.startswith(f"    {name}:"))
         following = source.splitlines()[source.splitlines().index(line) + 1]
         assert following.strip().startswith('"""'), name
+
+
+# ---------------------------------------------------------------------------------------------
+# A SLURM array of tuner workers on the project's test cluster (tests/slurm_cluster.py)
+
+
+@pytest.mark.slow
+def test_a_slurm_array_of_tuners_completes_a_shared_study(tmp_path):
+    from slurm_cluster import SlurmCluster
+
+    with SlurmCluster(tmp_path / "cluster", cpus=2, gpus=0) as cluster:
+        cwd = tmp_path / "study"
+        cwd.mkdir()
+        args = tuner_command(
+            "study.log", "array", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "2"
+        )
+        args += ["--slurm-template-path", str(REPO_ROOT / "benchmark" / "tuner_cpu.slurm_template")]
+        env = {**cluster.env, "PYTHONPATH": str(REPO_ROOT)}
+        submitted = run_script(args, cwd, module="cleanrl_utils.tuner", env=env, timeout=300)
+        assert submitted.returncode == 0, describe(submitted)
+        assert "submitted job" in submitted.stdout
+        assert not (cwd / "runs").exists()  # nothing runs on the submitting machine
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            queue = subprocess.run(
+                ["squeue", "--noheader"], env=cluster.env, capture_output=True, text=True
+            )
+            if queue.returncode == 0 and not queue.stdout.strip():
+                break
+            time.sleep(2)
+        logs = "\n".join(p.read_text() for p in (cwd / "slurm" / "logs").glob("*.out"))
+        study = load_study(cwd, "study.log", "array")
+        trials = study.get_trials()
+        assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"], logs
+        # each array task a tuner of its own, each trial's run inside a task
+        assert len({t.user_attrs["worker"]["slurm"] for t in trials}) == 2, logs
+        for config in run_configs(cwd).values():
+            assert config["slurm"]["array_task_id"] in ("0", "1")
+            assert config["tuner"]["study"] == "array"

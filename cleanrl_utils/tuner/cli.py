@@ -11,7 +11,9 @@ STUDY-trialN` (an ordinary run under runs/, its config.json tagged with the stud
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -71,6 +73,53 @@ class Args:
     """the median pruner prunes nothing before this many marks of a trial"""
     log_dir: str = "tuner_logs"
     """the runs' logs and the results (trials.md, trials.csv, trials.png) go under LOG_DIR/STUDY_NAME/"""
+
+    # SLURM
+    slurm_template_path: str | None = None
+    """submit SLURM array tasks that are tuners sharing the study (this command without the --slurm-* flags) instead of tuning here; see benchmark/tuner_cpu.slurm_template"""
+    slurm_tasks: int = 2
+    """the array's tasks: the tuners sharing the study, each with --workers trials at once"""
+    slurm_cpus_per_task: int | None = None
+    """the CPUs of each task (`{{cpus_per_task}}`); None: --workers, one per run"""
+
+
+SLURM_FLAGS = ("--slurm-template-path", "--slurm-tasks", "--slurm-cpus-per-task")
+
+
+def worker_command(argv: list[str]) -> str:
+    """This tuner's command line without its --slurm-* flags: what each array task runs."""
+    rest, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in SLURM_FLAGS:
+            skip = True
+        elif not arg.startswith(tuple(f"{flag}=" for flag in SLURM_FLAGS)):
+            rest.append(arg)
+    return shlex.join([sys.executable, "-m", "cleanrl_utils.tuner", *rest])
+
+
+def submit_array(args: Args, argv: list[str]) -> int:
+    """Renders the template (`{{array}}`, `{{command}}`, `{{cpus_per_task}}`) and submits it."""
+    from cleanrl_utils.benchmark import render_template, submit, write_slurm_file
+
+    if args.slurm_tasks <= 0:
+        fail(f"--slurm-tasks must be positive, got {args.slurm_tasks}")
+    cpus = args.slurm_cpus_per_task or args.workers
+    if cpus <= 0:
+        fail(f"--slurm-cpus-per-task must be positive, got {cpus}")
+    values = {
+        "array": f"0-{args.slurm_tasks - 1}",
+        "command": worker_command(argv),
+        "cpus_per_task": str(cpus),
+    }
+    text = render_template(args.slurm_template_path, values)
+    path, created = write_slurm_file(text)
+    job_id = submit(path, created, dict(os.environ))
+    print(f"submitted job {job_id}: {args.slurm_tasks} tuners sharing the study, from {path}")
+    print(f"  watch:   squeue --jobs {job_id}; the table: {args.log_dir}/<study>/trials.md")
+    print(f"  cancel:  scancel {job_id}", flush=True)
+    return 0
 
 
 def make_tuner(args: Args):
@@ -136,8 +185,16 @@ def make_tuner(args: Args):
 
 @stops_on_ctrl_c
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(Args, args=argv, prog=PROG, description=__doc__.split("\n\n")[0])
     tuner = make_tuner(args)
+    if args.slurm_template_path is not None:
+        if shutil.which("sbatch") is None:
+            fail(
+                "no SLURM here (sbatch is not on the PATH): run the same command without --slurm-template-path"
+            )
+        tuner.check()  # everything the workers would refuse, before anything is submitted
+        return submit_array(args, argv)
     tuner.tune(args.num_trials, args.num_seeds)
     return 0
 
