@@ -204,6 +204,9 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_which_keeps_a_checkp
     log = Path(run["log"]) if Path(run["log"]).is_absolute() else tmp_path / run["log"]
     assert "received SIGTERM" in log.read_text()
     assert "pruned at step" in proc.stdout
+    # what pruning saved, in environment steps, against running every trial to its end
+    table = (tmp_path / "tuner_logs" / "prune" / "trials.md").read_text()
+    assert f"{last_step + 256:,} run of {budget + 256:,} had every trial run" in table
 
 
 # ---------------------------------------------------------------------------------------------

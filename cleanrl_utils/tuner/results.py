@@ -63,12 +63,41 @@ def rows(study) -> list[list[str]]:
     return out
 
 
+def steps_saved(study) -> tuple[int, int]:
+    """(environment steps run, steps had every trial run to its end) over the complete and
+    pruned trials: what pruning saved is the difference. A run never started counts with the
+    budget of its trial's other runs."""
+    ran = budget = 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        runs = list((trial.user_attrs.get("runs") or {}).values())
+        budgets = [r["budget"] for r in runs if r.get("budget")]
+        if not budgets:
+            continue
+        ran += sum(r.get("steps") or 0 for r in runs)
+        budget += sum(r.get("budget") or budgets[0] for r in runs)
+    return ran, budget
+
+
+def summary(study) -> str:
+    counts = {}
+    for trial in study.get_trials(deepcopy=False):
+        counts[state_of(trial)] = counts.get(state_of(trial), 0) + 1
+    text = ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+    ran, budget = steps_saved(study)
+    if budget:
+        text += (
+            f". Environment steps: {ran:,} run of {budget:,} had every trial run to its end "
+            f"(pruning saved {budget - ran:,}, {(budget - ran) / budget:.0%})"
+        )
+    return f"Trials: {text}.\n"
+
+
 def write_all(tuner, study) -> None:
     """trials.md, trials.csv and (with matplotlib) trials.png under the study's log folder."""
     table = rows(study)
     folder = tuner.log_dir
     md = [[c.replace("|", "\\|") for c in row] for row in table]
-    text = f"# Study {tuner.study_name}\n\n" + markdown_table(
+    text = f"# Study {tuner.study_name}\n\n{summary(study)}\n" + markdown_table(
         HEADER, md, ["r", "l", "r", "l", "l", "l"]
     )
     atomic_write_bytes(folder / "trials.md", text.encode())
@@ -119,7 +148,8 @@ def plot(study, tuner, path) -> None:
 def print_best(tuner, study):
     """Prints the best trial and its flags as ready commands; returns it (None if none)."""
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    print(f"======= results: {tuner.log_dir}/trials.md (and .csv, .png)")
+    print(f"======= results: {tuner.log_dir / 'trials.md'} (and .csv, .png)")
+    print(summary(study), end="")
     if not complete:
         print("no trial completed")
         return None

@@ -37,9 +37,12 @@ class RunState:
     state: str = "waiting"  # waiting, running, done, pruned, stopped, failed
     score: float | None = None  # the metric, averaged over the window
     log: str | None = None
+    steps: int | None = None  # the environment steps it ran (its last logged step)
+    budget: int | None = None  # its --total-timesteps
 
     def record(self) -> dict:
-        return {"dir": self.dir, "state": self.state, "score": self.score, "log": self.log}
+        keys = ("dir", "state", "score", "log", "steps", "budget")
+        return {key: getattr(self, key) for key in keys}
 
 
 @dataclass
@@ -144,6 +147,9 @@ class TrialRun:
             return
         self.running = None
         log = Path(run.log)
+        self._find_dir(run)
+        if run.dir is not None:
+            run.steps, run.budget = metric_values(run.dir, self.tuner.metric)[1], self.budget
         if self.pruning:
             run.state = "pruned"
             self.save_runs()
@@ -160,7 +166,6 @@ class TrialRun:
                 run.state = "stopped"
             self._fail(run, how, log)
             return
-        self._find_dir(run)
         if run.dir is None or not self._score_finished(run):
             self._fail(run, f"the run logged no `{self.tuner.metric}`", log)
             return
