@@ -156,7 +156,7 @@ BUDGET = {budget}
 
 
 def params_fn(trial):
-    learning_rate = trial.suggest_categorical("learning-rate", [0.0, 0.00025])
+    learning_rate = trial.suggest_categorical("learning-rate", [0.0, 0.00025, -1.0])
     # the run that cannot learn gets a long budget: it must still be running when it is pruned
     total = BUDGET if learning_rate == 0 else 256
     return {{"learning-rate": learning_rate, "total-timesteps": total, {tiny}}}
@@ -170,7 +170,7 @@ tuner = Tuner(
     direction="maximize",
     aggregation_type="average",
     metric_last_n_average_window=1,
-    sampler=optuna.samplers.GridSampler({{"learning-rate": [0.0, 0.00025]}}, seed=0),
+    sampler=optuna.samplers.GridSampler({{"learning-rate": [0.0, 0.00025, -1.0]}}, seed=0),
     pruner=optuna.pruners.ThresholdPruner(lower=1e-9),
     storage="sqlite:///prune.db",
     study_name="prune",
@@ -178,12 +178,12 @@ tuner = Tuner(
     workers=2,
     pruning_marks=32,
 )
-tuner.tune(num_trials=2, num_seeds=1)
+tuner.tune(num_trials=3, num_seeds=1)
 """
 
 
 @pytest.mark.slow
-def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_which_keeps_a_checkpoint(tmp_path):
+def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_its_trial(tmp_path):
     tiny = TINY.replace("--", "").split()
     flags = ", ".join(f'"{k}": {v!r}' for k, v in zip(tiny[::2], tiny[1::2], strict=True))
     path = tmp_path / "tune_prune.py"
@@ -193,7 +193,7 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_which_keeps_a_checkp
     assert proc.returncode == 0, describe(proc)
     study = load_study(tmp_path, "sqlite:///prune.db", "prune")
     by_lr = {t.params["learning-rate"]: t for t in study.get_trials()}
-    pruned, learned = by_lr[0.0], by_lr[0.00025]
+    pruned, learned, crashed = by_lr[0.0], by_lr[0.00025], by_lr[-1.0]
     assert learned.state.name == "COMPLETE", describe(proc)
     assert pruned.state.name == "PRUNED", describe(proc)
     (run,) = pruned.user_attrs["runs"].values()
@@ -204,6 +204,10 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_which_keeps_a_checkp
     log = Path(run["log"]) if Path(run["log"]).is_absolute() else tmp_path / run["log"]
     assert "received SIGTERM" in log.read_text()
     assert "pruned at step" in proc.stdout
+    # a run that fails makes its trial failed, with its log's last lines; the study goes on
+    assert crashed.state.name == "FAIL"
+    assert "exit code 2" in crashed.user_attrs["error"]
+    assert "error: --learning-rate must not be negative" in crashed.user_attrs["error"]
     # what pruning saved, in environment steps, against running every trial to its end
     table = (tmp_path / "tuner_logs" / "prune" / "trials.md").read_text()
     assert f"{last_step + 256:,} run of {budget + 256:,} had every trial run" in table

@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from cleanrl_utils.benchmark import StopRequest, stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.checks import INTERRUPTED, fail
-from cleanrl_utils.tuner import results
+from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
 from cleanrl_utils.tuner.space import (
     SpaceError,
@@ -26,7 +26,7 @@ from cleanrl_utils.tuner.space import (
     probe_script,
 )
 from cleanrl_utils.tuner.storage import StorageError, check_storage, open_storage
-from cleanrl_utils.tuner.trials import RunState, TrialRun, run_key
+from cleanrl_utils.tuner.trials import RunState, TrialRun, run_key, stop_orphan
 
 POLL_S = 0.5
 
@@ -242,7 +242,7 @@ class Tuner:
                 time.sleep(POLL_S)
             if stop.requested:
                 self.interrupt(study, active)
-        results.write_all(self, study)
+        write_all(self, study)
         if stop.requested:
             print(
                 f"======= interrupted: {len(active)} trials stopped with checkpoints; the same "
@@ -250,7 +250,7 @@ class Tuner:
                 flush=True,
             )
             raise SystemExit(INTERRUPTED)
-        return results.print_best(self, study)
+        return print_best(self, study)
 
     def wants_more(self, study, num_trials: int) -> bool:
         if study._stop_flag:
@@ -293,7 +293,7 @@ class Tuner:
             study.tell(trial_run.trial, state=TrialState.PRUNED)
         else:
             study.tell(trial_run.trial, state=TrialState.FAIL)
-        results.write_all(self, study)
+        write_all(self, study)
 
     # -- stopping and resuming ----------------------------------------------------------------
 
@@ -328,4 +328,7 @@ class Tuner:
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if is_stale(trial.user_attrs.get("worker"), me):
                 print(f"[trial {trial.number}] left running by a tuner that is gone", flush=True)
-                self.requeue(study, trial, trial.user_attrs.get("runs") or {})
+                runs = trial.user_attrs.get("runs") or {}
+                for record in runs.values():
+                    stop_orphan(record)
+                self.requeue(study, trial, runs)

@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +40,10 @@ class RunState:
     log: str | None = None
     steps: int | None = None  # the environment steps it ran (its last logged step)
     budget: int | None = None  # its --total-timesteps
+    process: dict | None = None  # host and pid of its process while it runs
 
     def record(self) -> dict:
-        keys = ("dir", "state", "score", "log", "steps", "budget")
+        keys = ("dir", "state", "score", "log", "steps", "budget", "process")
         return {key: getattr(self, key) for key in keys}
 
 
@@ -114,6 +116,7 @@ class TrialRun:
             return
         self.running = started
         run.state = "running"
+        run.process = {"host": socket.gethostname(), "pid": started.process.pid, "script": t.script}
         self.save_runs()
         print(
             f"[trial {self.trial.number}] start {run.env_id} seed {run.seed}"
@@ -268,3 +271,31 @@ class TrialRun:
             run.state = "stopped"
             self.running = None
         return {run_key(r.env_id, r.seed): r.record() for r in self.runs}
+
+
+def stop_orphan(record: dict, grace_s: float = 60.0) -> None:
+    """The run of a trial whose tuner was killed outright may still be running (a run has its own
+    process group, so it outlives its tuner): SIGTERM it (it checkpoints) and wait for it to end,
+    so that its resumption never runs beside it. Only a process of this host whose command line
+    still names the script is taken for that run (a pid may have been reused since)."""
+    process = record.get("process") or {}
+    pid = process.get("pid")
+    if record.get("state") != "running" or not pid or process.get("host") != socket.gethostname():
+        return
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return  # gone
+    if str(process.get("script", "")).encode() not in command:
+        return
+    print(f"stopping the run {record.get('dir')} (pid {pid}) left running by its tuner", flush=True)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if not Path(f"/proc/{pid}").exists():
+                return
+            time.sleep(0.2)
