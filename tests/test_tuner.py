@@ -231,8 +231,22 @@ def wait_for_training(cwd: Path, runs: int, proc, timeout: float = 300) -> None:
     raise AssertionError("the runs did not start training in time")
 
 
+def wait_for_resumed_training(folders: list[Path], proc, timeout: float = 300) -> None:
+    """Until every run folder has a second event file (a resumption) with an iteration in it."""
+    from cleanrl_utils.report.events import event_files, read_event_file
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the tuner ended before it was killed"
+        files = [event_files(f) for f in folders]
+        if all(len(f) == 2 and read_event_file(f[-1], ()).last_step > 0 for f in files):
+            return
+        time.sleep(0.5)
+    raise AssertionError("the runs did not resume training in time")
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_the_trials_with_checkpoints_and_a_rerun_resumes_them(tmp_path):
+def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
     args = tuner_command(
         "sqlite:///tuner.db",
         "ctrlc",
@@ -242,6 +256,7 @@ def test_ctrl_c_stops_the_trials_with_checkpoints_and_a_rerun_resumes_them(tmp_p
         "--workers",
         "2",
     )
+    # Ctrl-C: both runs checkpoint, both trials are enqueued again
     proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
     wait_for_training(tmp_path, 2, proc)
     proc.send_signal(signal.SIGINT)
@@ -249,21 +264,30 @@ def test_ctrl_c_stops_the_trials_with_checkpoints_and_a_rerun_resumes_them(tmp_p
     assert stopped.returncode == 130, describe(stopped)
     folders = sorted((tmp_path / "runs").iterdir())
     assert len(folders) == 2 and all(list_checkpoints(f) for f in folders), describe(stopped)
+    assert stopped.stdout.count("interrupted: enqueued again") == 2
 
+    # the next tuner resumes both runs, and is killed outright: its runs go on without it
+    proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
+    wait_for_resumed_training(folders, proc)
+    proc.kill()
+    finish_script(proc)
+
+    # the one after stops those runs (they checkpoint), resumes them and completes the study
     again = run_script(args, tmp_path, module="cleanrl_utils.tuner", timeout=600)
     assert again.returncode == 0, describe(again)
+    assert again.stdout.count("left running by a tuner that is gone") == 2, describe(again)
     assert sorted((tmp_path / "runs").iterdir()) == folders, "a trial's run started over"
     study = load_study(tmp_path, "sqlite:///tuner.db", "ctrlc")
-    states = {t.number: (t.state.name, t.user_attrs.get("interrupted")) for t in study.get_trials()}
-    assert sorted(states.values(), key=str) == sorted(
-        [("FAIL", True), ("FAIL", True), ("COMPLETE", None), ("COMPLETE", None)], key=str
-    )
+    states = sorted(str((t.state.name, t.user_attrs.get("interrupted"))) for t in study.trials)
+    assert states == sorted(map(str, [("FAIL", True)] * 4 + [("COMPLETE", None)] * 2))
     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
-        interrupted = study.trials[t.user_attrs["resumes"]]
-        assert interrupted.params == t.params
+        killed = study.trials[t.user_attrs["resumes"]]
+        stopped_by_ctrl_c = study.trials[killed.user_attrs["resumes"]]
+        assert t.params == killed.params == stopped_by_ctrl_c.params
         (run,) = t.user_attrs["runs"].values()
         config = json.loads((tmp_path / run["dir"] / "config.json").read_text())
-        assert len(config["resumes"]) == 1 and "--resume" in config["resumes"][0]["command"]
+        assert [r["tuner"]["trial"] for r in config["resumes"]] == [killed.number, t.number]
+        assert all("--resume" in r["command"] for r in config["resumes"])
         assert metric_values(tmp_path / run["dir"], "charts/learning_rate")[1] == 2048
 
 
