@@ -377,3 +377,18 @@ def test_a_slurm_array_of_tuners_completes_a_shared_study(tmp_path):
         for config in run_configs(cwd).values():
             assert config["slurm"]["array_task_id"] in ("0", "1")
             assert config["tuner"]["study"] == "array"
+
+
+@pytest.mark.slow
+def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeypatch):
+    import runpy
+
+    from cleanrl_utils.tuner.space import check_flags, probe_script
+
+    monkeypatch.chdir(REPO_ROOT)  # the example's paths are relative to the repository root
+    tuner = runpy.run_path("benchmark/tune_ppo_atari_envpool.py")["tuner"]  # (not __main__)
+    flags, env_problems = probe_script(tuner.python, tuner.script, tuner.env_ids)
+    assert env_problems == [] and tuner.env_ids == ["Breakout-v5", "Pong-v5"]
+    sampled = tuner.params_fn(optuna.create_study().ask())
+    check_flags(list(sampled), flags, tuner.script, "search space flag")  # raises if unknown
+    assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
