@@ -17,7 +17,7 @@ from pathlib import Path
 from cleanrl_utils.benchmark import Job, killed_by, log_tail, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.runs import TUNER_VARIABLE, find_runs
+from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 
 EVENTS_POLL_S = 2.0  # how often a growing event file is read again (when it has grown)
@@ -64,6 +64,7 @@ class TrialRun:
     running: object | None = None  # benchmark.Running of the current run
     pruning: bool = False
     budget: int | None = None
+    start_time: float = 0.0  # when the current run was started
     marks_done: int = 0
     events_read: tuple = ()  # (sizes of the event files, time) at the last read
     scores: dict = field(default_factory=dict)  # (env_id, seed) -> normalised score
@@ -125,9 +126,11 @@ class TrialRun:
         )
 
     def _find_dir(self, run: RunState) -> None:
-        """The run folder of a new run: the newest of this trial's exp name, env id and seed."""
+        """The run folder of a new run: the newest of this trial's exp name, env id and seed,
+        named after the run started (an older one is another study's of the same name)."""
         if run.dir is None:
             found = find_runs(self.tuner.runs_dir, run.env_id, self.exp_name, run.seed)
+            found = [f for f in found if RunName.parse(f.name).start_time >= int(self.start_time)]
             if found:
                 run.dir = str(found[0])
                 self.save_runs()
