@@ -392,3 +392,54 @@ def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeyp
     sampled = tuner.params_fn(optuna.create_study().ask())
     check_flags(list(sampled), flags, tuner.script, "search space flag")  # raises if unknown
     assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
+
+
+# ---------------------------------------------------------------------------------------------
+# The objective's arithmetic, the flags, the run's record (no processes)
+
+
+def test_scores_are_normalised_per_game_aggregated_over_games_then_averaged_over_seeds():
+    from cleanrl_utils.tuner.scores import Normalizer, aggregate
+
+    norm = Normalizer.make(["Breakout-v5", "Pong-v5"], {"Pong-v5": [-21, 21]}, "auto")
+    assert norm("Pong-v5", 0.0) == pytest.approx(0.5)  # CleanRL's target scores
+    assert norm("Breakout-v5", 30.5) == pytest.approx(1.0)  # human-normalised: human 30.5
+    assert norm("Breakout-v5", 1.7) == pytest.approx(0.0)  # random 1.7
+    scores = {("A", 1): 1.0, ("B", 1): 3.0, ("C", 1): 8.0, ("A", 2): 0.0, ("B", 2): 0.0}
+    assert aggregate(scores, "median") == pytest.approx((3.0 + 0.0) / 2)
+    assert aggregate(scores, "average") == pytest.approx((4.0 + 0.0) / 2)
+    iqm = {("A", 1): 0.0, ("B", 1): 1.0, ("C", 1): 2.0, ("D", 1): 100.0}
+    assert aggregate(iqm, "iqm") == pytest.approx(1.5)  # the middle half of 4 games
+
+
+def test_games_that_cannot_share_a_scale_are_refused():
+    from cleanrl_utils.tuner.scores import Normalizer
+
+    with pytest.raises(ValueError, match="cannot be put on one scale"):
+        Normalizer.make(["Breakout-v5", "CartPole-v1"], None, "auto")
+    with pytest.raises(ValueError, match="no human and random scores"):
+        Normalizer.make(["CartPole-v1"], None, "human")
+    assert Normalizer.make(["CartPole-v1"], {"CartPole-v1": None}, "auto")("CartPole-v1", 7) == 7
+
+
+def test_a_trial_s_parameters_become_the_script_s_flags():
+    from cleanrl_utils.tuner.space import as_flags
+
+    known = {"learning-rate", "anneal-lr", "no-anneal-lr"}
+    flags = as_flags({"learning_rate": 1e-4, "anneal-lr": False, "--num-envs": 4}, known)
+    assert flags == ["--learning-rate=0.0001", "--no-anneal-lr", "--num-envs=4"]
+
+
+def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
+    from dataclasses import dataclass
+
+    from cleanrl_utils.runs import TUNER_VARIABLE, run_record
+
+    @dataclass
+    class Args:
+        seed: int = 1
+
+    monkeypatch.delenv(TUNER_VARIABLE, raising=False)
+    assert "tuner" not in run_record(Args(), "run")
+    monkeypatch.setenv(TUNER_VARIABLE, json.dumps({"study": "s", "trial": 3}))
+    assert run_record(Args(), "run")["tuner"] == {"study": "s", "trial": 3}
