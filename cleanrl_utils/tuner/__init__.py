@@ -11,6 +11,14 @@ module per job:
 - `cli`: the command line.
 """
 
-from cleanrl_utils.tuner.study import Tuner
-
 __all__ = ["Tuner"]
+
+
+def __getattr__(name: str):
+    # Optuna is imported only when `Tuner` is used: `python -m cleanrl_utils.tuner` without the
+    # `optuna` extra then ends with the one line naming its install command, not a traceback
+    if name == "Tuner":
+        from cleanrl_utils.tuner.study import Tuner
+
+        return Tuner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
