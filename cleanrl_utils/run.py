@@ -52,6 +52,8 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import CHECKPOINT_EXIT
+from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
 from cleanrl_utils.runs import (
@@ -62,8 +64,6 @@ from cleanrl_utils.runs import (
     run_record,
 )
 
-CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
-INTERRUPTED_EXIT = 130  # what a shell reports for a process stopped by Ctrl-C
 KEEP = 2  # checkpoints kept per run, newest first
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
