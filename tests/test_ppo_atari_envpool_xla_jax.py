@@ -39,7 +39,7 @@ from conftest import (
     run_script,
 )
 from flax.training.train_state import TrainState
-from test_gae import hand_made_batch, reference_advantages
+from gae_testing import hand_made_batch, reference_advantages
 
 from cleanrl import ppo_atari_envpool as torch_script
 from cleanrl import ppo_atari_envpool_xla_jax as loop_script
