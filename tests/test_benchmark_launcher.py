@@ -255,7 +255,8 @@ def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(t
 
 def test_a_run_that_ignores_sigterm_is_killed_with_its_children(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    job = benchmark.Job.of_run(python_command(run_with_a_child(ignore_sigterm=True)), "Pong-v5", 1)
+    command = python_command(run_with_a_child(ignore_sigterm=True)) + " --env-id Pong-v5 --seed 1"
+    job = benchmark.Job("Pong-v5", 1, command)
     running = benchmark.start_job(job, tmp_path / "run.log", dict(os.environ))
     try:
         pids = wait_for_pids(tmp_path / "pids_1")
@@ -274,7 +275,7 @@ def test_run_pool_returns_each_commands_exit_code_in_order(tmp_path, monkeypatch
     assert not pool.interrupted and pool.exit_code == 1
     assert [(tmp_path / "logs" / f"run{i}.log").read_text() for i in (1, 2, 3)] == ["3\n"] * 3
     with pytest.raises(ValueError, match="the same log: run1.log"):
-        benchmark.run_pool(["true", benchmark.Job("true", "a", "run1.log")], 1, "logs")
+        benchmark.run_pool(["true", benchmark.Job.named("true", "a", "run1.log")], 1, "logs")
 
 
 def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path, monkeypatch):
@@ -289,7 +290,7 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
         "pathlib.Path(f'started_{seed}').touch()\n"
         "time.sleep(60)\n"
     )
-    jobs = [benchmark.Job.of_run(python_command(code), "Pong-v5", seed) for seed in (1, 2, 3)]
+    jobs = [benchmark.Job("Pong-v5", s, f"{python_command(code)} --seed {s}") for s in (1, 2, 3)]
 
     def ctrl_c_once_two_runs_started():
         deadline = time.monotonic() + 20

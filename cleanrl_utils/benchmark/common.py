@@ -55,28 +55,37 @@ class Args:
 
 @dataclass(frozen=True)
 class Job:
-    """One command to run: how the console names it and its log file's name (in the log folder
-    of the local pool)."""
+    """One command to run (a sweep's: the training command for one env id and seed, with
+    `--env-id ENV_ID --seed SEED` in it), how the console names it and its log file's name in
+    the local pool's log folder (by default from the env id and seed)."""
 
+    env_id: str | None
+    seed: int | None
     command: str
-    name: str
-    log_name: str
+    name: str = ""
+    log_name: str = ""
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.env_id} seed {self.seed}")
+        if not self.log_name:
+            object.__setattr__(self, "log_name", f"{self.env_id}__seed{self.seed}.log")
 
     @classmethod
-    def of_run(cls, command: str, env_id: str, seed: int) -> Job:
-        """The sweep's job for one env id and seed: `command --env-id ENV_ID --seed SEED`."""
-        return cls(
-            f"{command} --env-id {shlex.quote(env_id)} --seed {seed}",
-            f"{env_id} seed {seed}",
-            f"{env_id}__seed{seed}.log",
-        )
+    def named(cls, command: str, name: str, log_name: str) -> Job:
+        """A command of no sweep (no env id and seed of the launcher's)."""
+        return cls(None, None, command, name, log_name)
 
 
 def make_jobs(args: Args) -> list[Job]:
     """Env-major: job i has env_ids[i // num_seeds] and seed start_seed + i % num_seeds, the
     order of the SLURM array's task ids."""
     seeds = range(args.start_seed, args.start_seed + args.num_seeds)
-    return [Job.of_run(args.command, env_id, seed) for env_id in args.env_ids for seed in seeds]
+    return [
+        Job(env_id, seed, f"{args.command} --env-id {shlex.quote(env_id)} --seed {seed}")
+        for env_id in args.env_ids
+        for seed in seeds
+    ]
 
 
 @dataclass

@@ -170,7 +170,8 @@ def run_pool(
     threads_per_run: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> PoolResult:
-    """Run `commands` (a command line, or a `Job` to choose how it is named and logged) at most
+    """Run `commands` (a command line, or a `Job` (`Job.named(command, name, log_name)`) to choose how it is named
+    and logged) at most
     `workers` at a time, each in its own process group with the environment `env` (default: this
     process's) and `threads_per_run` threads for OpenMP, MKL, OpenBLAS and XLA (default: usable
     CPUs // workers). A command given as a string is named `run {i}` and logs to `run{i}.log`
@@ -182,7 +183,7 @@ def run_pool(
     starts, and the result says `interrupted`. The signal handlers before the call are back when
     it returns. Call it from the main thread (Python handles signals there only)."""
     jobs = [
-        c if isinstance(c, Job) else Job(c, f"run {i}", f"run{i}.log")
+        c if isinstance(c, Job) else Job.named(c, f"run {i}", f"run{i}.log")
         for i, c in enumerate(commands, 1)
     ]
     if workers < 1:
