@@ -10,6 +10,7 @@ That a restored state continues training bit for bit is shown in-process in test
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -94,6 +95,7 @@ def game_independent_state(payload: dict) -> dict:
 
 RESUME_TEST = "test_a_resumed_run_carries_on_where_its_checkpoint_left_off"
 STOP_TEST = "test_a_stop_signal_writes_a_checkpoint_and_the_run_resumes"
+REPORT_TEST = "test_the_report_calls_a_run_stopped_by_sigterm_resumable"
 STOP_CASES = {  # id: script, signal, exit code
     "envpool-SIGTERM": ("ppo_atari_envpool", signal.SIGTERM, CHECKPOINT_EXIT),
     "gymnasium-SIGUSR1": ("ppo_atari", signal.SIGUSR1, CHECKPOINT_EXIT),
@@ -149,14 +151,17 @@ def background_runs(request, tmp_path_factory):
     started all at once when the first test needs one, each in a thread of its own: a process
     start (torch, EnvPool, JAX and its compilations) costs seconds, and on a small machine the
     scripts' processes overlap each other and the module's other tests. The EnvPool script's
-    straight run is also `finished_run`. Keys: a script's name (straight to iteration 4, then,
-    for `RESUME_TEST`, resumed from iteration 2), or a `STOP_CASES` id."""
+    straight run is also `finished_run`, and its run stopped by SIGTERM the report's. Keys: a
+    script's name (straight to iteration 4, then, for `RESUME_TEST`, resumed from iteration 2),
+    or a `STOP_CASES` id."""
     items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
     resumed = {i.callspec.params["name"] for i in items if i.originalname == RESUME_TEST}
     straight = set(resumed)
     if any("finished_run" in i.fixturenames for i in items):
         straight.add("ppo_atari_envpool")
     stopped = {i.callspec.id for i in items if i.originalname == STOP_TEST}
+    if any(i.originalname == REPORT_TEST for i in items):
+        stopped.add("envpool-SIGTERM")
     with ThreadPoolExecutor(max_workers=max(1, len(straight) + len(stopped))) as threads:
         futures = {
             name: threads.submit(
@@ -303,6 +308,29 @@ def test_a_contradicting_flag_on_resume_is_one_clear_error(finished_run, tmp_pat
     done = run_script(["--resume", str(run_dir), "--num-minibatches=4"], tmp_path)
     assert done.returncode == 2, describe(done)
     assert "made with --num-minibatches 2, this command gives 4" in done.stderr, describe(done)
+
+
+@pytest.mark.slow
+def test_the_report_calls_a_run_stopped_by_sigterm_resumable(background_runs):
+    """The real run that SIGTERM stopped after its first iteration (the stop test's): the report
+    calls it resumable and names the folder to pass to `--resume`."""
+    runs = background_runs["envpool-SIGTERM"].result()
+    assert runs.done.returncode == CHECKPOINT_EXIT, describe(runs.done)
+    cwd = runs.stopped_dir.parent.parent
+    proc = run_script(
+        ["runs", "--output-dir", "report", "--running-minutes", "0", "--include-unfinished"],
+        cwd,
+        module="cleanrl_utils.report",
+    )
+    assert proc.returncode == 0, describe(proc)
+    notes = (cwd / "report" / "notes.md").read_text()
+    # the checkpoint is of the last iteration logged: nothing to play again
+    name = runs.stopped_dir.name
+    resume = f"checkpointed): `--resume runs/{name}` continues it"
+    assert f"`{name}`: stopped, resumable (" in notes and resume in notes, notes
+    assert "crashed or killed" not in notes
+    (row,) = csv.DictReader((cwd / "report" / "runs.csv").open())
+    assert row["status"] == "resumable"
 
 
 def test_checkpoint_files_round_trip_and_detect_damage(tmp_path):
