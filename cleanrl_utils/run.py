@@ -18,7 +18,10 @@ Every script in `cleanrl/` makes these calls, in this order:
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
-when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`.
+when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`: the flags given
+on the command line are kept, the others come from the checkpoint. `finish()` puts back the
+signal handlers that `start()` replaced (so does leaving a `with Run(...) as run:` block), so a
+notebook or a test goes on as before the run.
 
 Checkpoints: every `--checkpoint-every` iterations, after the last one, and after a stop signal:
 SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) and Ctrl-C make the run
