@@ -53,7 +53,7 @@ def single_process_update(name: str):
     return agent.state_dict(), {k: float(v) for k, v in stats.items()}
 
 
-@pytest.mark.parametrize("name", ["ppo_atari_envpool_multigpu"])
+@pytest.mark.parametrize("name", list(SIBLINGS))
 def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, tmp_path):
     port, world_size = free_port(), 2
     procs = [
