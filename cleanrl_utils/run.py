@@ -325,6 +325,11 @@ class Run:
         code = self.exit_code()
         if self.dist is not None:
             self.dist.close()
+        if self.world_size > 1:
+            # torchrun stops the other ranks with SIGTERM once one exits with a code other than
+            # 0; this rank's run is over, and Python's exit would let SIGTERM kill it (-15)
+            for signum in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(signum, signal.SIG_IGN)
         if code == 0 and self.rank == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:

@@ -1,0 +1,323 @@
+"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine),
+alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
+resume, a rank killed with -9); bad input on every rank. The update itself is proven equal to
+the single-process update in test_distributed.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    REPO_ROOT,
+    assert_usage_error,
+    describe,
+    finish_script,
+    read_scalars,
+    run_dirs,
+    run_script,
+    script_env,
+)
+from test_resume import game_independent_state
+
+from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+
+ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
+GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
+LOCAL_ENVS, STEPS = 2, 16
+BATCH = 2 * LOCAL_ENVS * STEPS  # two ranks
+MAX_EPISODE_STEPS = 20  # games end (truncated) every 20 steps: each env finishes some
+TINY = [
+    "--local-num-envs",
+    str(LOCAL_ENVS),
+    "--num-steps",
+    str(STEPS),
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "2",
+    "--checkpoint-every",
+    "2",
+]
+
+
+def envpool_args(iterations: int, batch: int = BATCH) -> list[str]:
+    return [
+        *TINY,
+        "--max-episode-steps",
+        str(MAX_EPISODE_STEPS),
+        "--total-timesteps",
+        str(iterations * batch),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_of(cwd, **extra) -> dict[str, str]:
+    return script_env(cwd, PYTHONPATH=str(REPO_ROOT), **extra)
+
+
+def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    """A command (torchrun, or one rank) in `cwd`, in its own process group, output to files."""
+    import tempfile
+
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env or env_of(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        text=True,
+        start_new_session=True,
+    )
+    proc.output_files = (out, err)
+    return proc
+
+
+def torchrun(script: Path, args: list[str], nproc: int = 2, launcher: list[str] | None = None):
+    launcher = launcher or ["--standalone", f"--nproc_per_node={nproc}"]
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, str(script), *args]
+
+
+def rank_command(script: Path, args: list[str]) -> list[str]:
+    return [sys.executable, str(script), *args]
+
+
+def rank_env(cwd, rank: int, port: int, **extra) -> dict[str, str]:
+    """What torchrun would set for rank `rank` of 2 (a launch without torchrun, as srun can)."""
+    return env_of(
+        cwd,
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        **extra,
+    )
+
+
+def worker_pids(launcher_pid: int) -> dict[int, int]:
+    """rank -> pid of torchrun's workers."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != launcher_pid:
+                continue
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        for item in environ:
+            if item.startswith(b"RANK="):
+                found[int(item[5:])] = int(stat.parent.name)
+    return found
+
+
+def wait_for(path_glob: str, cwd: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not list(cwd.glob(path_glob)):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, f"no {path_glob} after {timeout} s"
+        time.sleep(0.05)
+
+
+def games(run_dir: Path) -> list[tuple[int, float]]:
+    return read_scalars(run_dir, files=None).get("charts/episodic_length", [])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The module's runs, started at once so that they overlap: 2 ranks under torchrun (4
+    iterations), the same alone, the gymnasium script under torchrun and alone, 2 ranks on two
+    loopback nodes."""
+    port = free_port()
+    endpoint = ["--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d"]
+    endpoint += [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=cleanrl-test"]
+    gym_args = [*TINY, "--total-timesteps", str(BATCH)]
+    specs = {
+        "two": torchrun(ENVPOOL, envpool_args(4)),
+        "alone": rank_command(ENVPOOL, envpool_args(2, BATCH // 2)),
+        "gym_two": torchrun(GYM, gym_args),
+        "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
+        "node0": torchrun(ENVPOOL, envpool_args(4), launcher=endpoint),
+    }
+    cwds = {name: tmp_path_factory.mktemp(name) for name in specs}
+    cwds["node1"] = cwds["node0"]  # one shared file system, as on a cluster
+    procs = {name: start(command, cwds[name]) for name, command in specs.items()}
+    procs["node1"] = start(torchrun(ENVPOOL, envpool_args(4), launcher=endpoint), cwds["node1"])
+    done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
+    yield {name: (cwds[name], done[name]) for name in done}
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun_log_every_ranks_games_on_rank_0(runs):
+    cwd, proc = runs["two"]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    scalars = read_scalars(run_dir)
+    assert [s for s, _ in scalars["losses/value_loss"]] == [BATCH * i for i in (1, 2, 3, 4)]
+    # 4 envs (2 a rank) of 64 steps each, games cut at 20 steps: 3 games an env, 12 in all;
+    # rank 0's envs alone would be 6
+    assert len(games(run_dir)) == 12, games(run_dir)
+    assert all(length <= MAX_EPISODE_STEPS for _, length in games(run_dir))
+    checkpoint = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    assert checkpoint["world_size"] == 2 and len(checkpoint["ranks_rng"]) == 2
+    torch_states = [str(r["torch"].tolist()) for r in checkpoint["ranks_rng"]]
+    assert torch_states[0] != torch_states[1]  # each rank samples its own actions
+    assert [p.name for p in cwd.iterdir() if not p.name.startswith(".")] == ["runs"]
+
+
+@pytest.mark.slow
+def test_alone_it_is_a_one_process_run(runs):
+    cwd, proc = runs["alone"]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [BATCH // 2, BATCH]
+    assert "world_size" not in read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gym_two", "gym_alone"])
+def test_the_gymnasium_script_runs_under_torchrun_and_alone(runs, name):
+    cwd, proc = runs[name]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    batch = BATCH if name == "gym_two" else BATCH // 2
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [batch]
+
+
+@pytest.mark.slow
+def test_two_loopback_nodes_give_the_losses_of_two_processes_on_one(runs):
+    cwd, node0 = runs["node0"]
+    node1 = runs["node1"][1]
+    assert node0.returncode == 0 and node1.returncode == 0, describe(node0) + describe(node1)
+    (run_dir,) = run_dirs(cwd)  # rank 0 alone wrote, whichever node it was on
+    (one_node,) = run_dirs(runs["two"][0])
+    for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl"):
+        assert read_scalars(run_dir)[tag] == read_scalars(one_node)[tag], tag
+
+
+@pytest.mark.slow
+def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_path):
+    straight_cwd, proc = runs["two"]
+    assert proc.returncode == 0, describe(proc)
+    (straight,) = run_dirs(straight_cwd)
+    run_dir = tmp_path / "runs" / straight.name
+    shutil.copytree(straight, run_dir)
+    (run_dir / "checkpoint_0000004.ckpt").unlink()
+    for events in run_dir.glob("events.out.tfevents.*"):
+        events.unlink()  # (the resumed run's own events only)
+    resumed = finish_script(start(torchrun(ENVPOOL, ["--resume", str(run_dir)]), tmp_path))
+    assert resumed.returncode == 0, describe(resumed)
+    assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
+    again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    at_4 = read_checkpoint(straight / "checkpoint_0000004.ckpt")
+    assert game_independent_state(again) == game_independent_state(at_4)
+    ranks = [{"python": r["python"], "torch": r["torch"].tolist()} for r in again["ranks_rng"]]
+    assert ranks == [
+        {"python": r["python"], "torch": r["torch"].tolist()} for r in at_4["ranks_rng"]
+    ]
+
+    alone = run_script(["--resume", str(run_dir)], tmp_path, script=ENVPOOL)
+    assert alone.returncode == 2 and "2 process(es), this one has 1" in alone.stderr, describe(
+        alone
+    )
+
+
+@pytest.mark.slow
+def test_a_stop_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
+    proc = start(torchrun(ENVPOOL, envpool_args(40)), tmp_path)
+    wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
+    pids = worker_pids(proc.pid)
+    os.kill(pids[1], signal.SIGUSR1)  # rank 1 only: the ranks agree to stop
+    done = finish_script(proc, timeout=120)
+    output = done.stdout + done.stderr
+    assert "exitcode  : 75" in output and "exitcode  : -" not in output, describe(done)
+    (run_dir,) = run_dirs(tmp_path)
+    (newest, *_) = list_checkpoints(run_dir)
+    stopped = read_checkpoint(newest)
+    assert 2 <= stopped["iteration"] < 40 and len(stopped["ranks_rng"]) == 2
+    steps = [s for s, _ in read_scalars(run_dir)["losses/value_loss"]]
+    assert steps[-1] == stopped["global_step"]  # rank 0 went no further than the checkpoint
+
+
+@pytest.mark.slow
+def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_continues(tmp_path):
+    port = free_port()
+    args = envpool_args(6)
+    ranks = [
+        start(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port)) for r in (0, 1)
+    ]
+    wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, ranks[0])
+    ranks[1].kill()
+    killed_at = time.time()
+    rank0 = finish_script(ranks[0], timeout=60)
+    assert time.time() - killed_at < 30
+    finish_script(ranks[1])
+    lost = [line for line in rank0.stderr.splitlines() if "lost rank" in line]
+    assert rank0.returncode == 1 and len(lost) == 1 and "lost rank 1 of 2" in lost[0], describe(
+        rank0
+    )
+
+    port = free_port()
+    again = [
+        start(
+            rank_command(ENVPOOL, [*args, "--resume", "auto"]),
+            tmp_path,
+            rank_env(tmp_path, r, port),
+        )
+        for r in (0, 1)
+    ]
+    done = [finish_script(p) for p in again]
+    assert [d.returncode for d in done] == [0, 0], describe(done[0]) + describe(done[1])
+    (run_dir,) = run_dirs(tmp_path)
+    assert "resuming" in done[0].stdout
+    steps = [s for s, _ in read_scalars(run_dir, files=None)["losses/value_loss"]]
+    assert steps == [BATCH * i for i in range(1, 7)]
+
+
+def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
+    cases = [
+        (["--local-num-envs", "0"], {}, ["--local-num-envs"]),
+        (["--num-minibatches", "3"], {}, ["--num-minibatches 3"]),
+        (["--backend", "nccl"], {}, ["nccl", "no"]),
+        (["--device-ids", "0"], {"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}, ["--device-ids"]),
+    ]
+    for args, extra, words in cases:
+        proc = run_script(args, tmp_path, script=ENVPOOL, env=env_of(tmp_path, **extra), timeout=60)
+        assert_usage_error(proc, tmp_path, words)
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        extra = {"CLEANRL_DIST_TIMEOUT_S": "5"}
+        ranks = [
+            start(
+                rank_command(ENVPOOL, envpool_args(2)),
+                tmp_path,
+                rank_env(tmp_path, r, port, **extra),
+            )
+            for r in (0, 1)
+        ]
+        done = [finish_script(p, timeout=60) for p in ranks]
+    for rank, proc in enumerate(done):
+        assert_usage_error(proc, tmp_path, [f"rank {rank}"])
+    assert "in use" in done[0].stderr
