@@ -32,17 +32,32 @@ is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s)
 from __future__ import annotations
 
 import datetime
+import errno
 import os
+import socket
 import sys
+import threading
 import time
 
 import numpy as np
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import USAGE_ERROR, fail
 
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
 LOST_RANK_EXIT = 1  # a failure: the run goes on from its newest checkpoint with --resume auto
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
+
+
+def port_in_use(addr: str, port: str) -> bool:
+    """Whether another process listens on `port` of this host (rank 0 would host the store)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("" if addr in ("localhost", "127.0.0.1") else addr, int(port)))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+        except ValueError:
+            return False
+    return False
 
 
 class Distributed:
@@ -91,7 +106,15 @@ class Distributed:
             return
         import torch.distributed as torch_dist
 
-        where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+        addr, port = os.environ.get("MASTER_ADDR", "?"), os.environ.get("MASTER_PORT", "?")
+        where = f"{addr}:{port}"
+        hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"  # not torchrun's
+        if self.rank == 0 and hosts_store and port_in_use(addr, port):
+            fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
+        # whatever the process group waits on (a store that never answers), it waits no longer
+        watchdog = threading.Timer(TIMEOUT_S, self._never_joined, args=(where,))
+        watchdog.daemon = True
+        watchdog.start()
         timeout = datetime.timedelta(seconds=TIMEOUT_S)
         try:
             torch_dist.init_process_group(
@@ -99,11 +122,20 @@ class Distributed:
             )
         except (RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if "in use" in str(exc) or "errno: 98" in str(exc):
-                fail(f"rank {self.rank}: port {where} is in use: choose another --master-port")
             fail(f"rank {self.rank}: could not join the other ranks at {where} ({first})")
+        finally:
+            watchdog.cancel()
         self.group = torch_dist.group.WORLD
         self.store = torch_dist.distributed_c10d._get_default_store()
+
+    def _never_joined(self, where: str) -> None:
+        print(
+            f"error: rank {self.rank}: the {self.world_size} ranks did not all join at {where} "
+            f"within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(USAGE_ERROR)
 
     def close(self) -> None:
         if self.group is not None:
