@@ -31,6 +31,7 @@ from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
 
 ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
 GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
+MULTINODE_TEMPLATE = REPO_ROOT / "benchmark" / "cleanrl_multinode.slurm_template"
 LOCAL_ENVS, STEPS = 2, 16
 BATCH = 2 * LOCAL_ENVS * STEPS  # two ranks
 MAX_EPISODE_STEPS = 20  # games end (truncated) every 20 steps: each env finishes some
@@ -139,26 +140,68 @@ def games(run_dir: Path) -> list[tuple[int, float]]:
     return read_scalars(run_dir, files=None).get("charts/episodic_length", [])
 
 
+def shims(folder: Path, srun_body: str) -> dict[str, str]:
+    """`srun` and `scontrol` as a 2-node allocation of this one host would run them: `srun`
+    starts its command once per node (`srun_body` says how), `scontrol show hostnames` names
+    the nodes, `scontrol requeue` is recorded in `requeued`. The environment of an array task."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/bash\nshift  # --kill-on-bad-exit=1\n{srun_body}\n")
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/bash\nif [ "$1" = requeue ]; then echo "$2" >> requeued; exit 0; fi\n'
+        'printf "127.0.0.1\\n127.0.0.1\\n"\n'
+    )
+    for shim in bin_dir.iterdir():
+        shim.chmod(0o755)
+    venv_bin = Path(sys.executable).parent
+    return env_of(
+        folder,
+        PATH=f"{bin_dir}:{venv_bin}:/usr/bin:/bin",
+        SLURM_JOB_ID="7",
+        SLURM_ARRAY_JOB_ID="7",
+        SLURM_ARRAY_TASK_ID="0",
+        SLURM_JOB_NODELIST="node[0-1]",
+        SLURM_JOB_NUM_NODES="2",
+    )
+
+
+def render_multinode(cwd: Path, args: list[str]) -> Path:
+    command = f"python {ENVPOOL} {' '.join(args)}"
+    rendered = subprocess.run(
+        [sys.executable, "-m", "cleanrl_utils.benchmark", "--slurm-template-path",
+         str(MULTINODE_TEMPLATE), "--no-auto-tag", "--env-ids", "Breakout-v5", "--num-seeds", "1",
+         "--command", command, "--slurm-nodes", "2", "--slurm-gpus-per-task", "1",
+         "--slurm-total-cpus", "2"],
+        cwd=cwd, env=env_of(cwd), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stdout + rendered.stderr
+    (path,) = (cwd / "slurm").glob("*.slurm")
+    return path
+
+
+def start_multinode_task(cwd: Path, args: list[str]) -> subprocess.Popen:
+    """Array task 0 of the rendered multi-node template, run by bash as slurmd would, on two
+    "nodes" of this host: two torchrun processes meeting at a c10d rendezvous on loopback."""
+    path = render_multinode(cwd, args)
+    srun = 'for node in 0 1; do SLURM_NODEID=$node "$@" & done; wait -n; a=$?; wait -n; exit $(( a | $? ))'
+    return start(["bash", str(path)], cwd, shims(cwd, srun))
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The module's runs, started at once so that they overlap: 2 ranks under torchrun (4
     iterations), the same alone, the gymnasium script under torchrun and alone, 2 ranks on two
     loopback nodes."""
-    port = free_port()
-    endpoint = ["--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d"]
-    endpoint += [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=cleanrl-test"]
     gym_args = [*TINY, "--total-timesteps", str(BATCH)]
     specs = {
         "two": torchrun(ENVPOOL, envpool_args(4)),
         "alone": rank_command(ENVPOOL, envpool_args(2, BATCH // 2)),
         "gym_two": torchrun(GYM, gym_args),
         "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
-        "node0": torchrun(ENVPOOL, envpool_args(4), launcher=endpoint),
     }
-    cwds = {name: tmp_path_factory.mktemp(name) for name in specs}
-    cwds["node1"] = cwds["node0"]  # one shared file system, as on a cluster
+    cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "slurm"]}
     procs = {name: start(command, cwds[name]) for name, command in specs.items()}
-    procs["node1"] = start(torchrun(ENVPOOL, envpool_args(4), launcher=endpoint), cwds["node1"])
+    procs["slurm"] = start_multinode_task(cwds["slurm"], envpool_args(4))
     done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
     yield {name: (cwds[name], done[name]) for name in done}
 
@@ -201,10 +244,13 @@ def test_the_gymnasium_script_runs_under_torchrun_and_alone(runs, name):
 
 
 @pytest.mark.slow
-def test_two_loopback_nodes_give_the_losses_of_two_processes_on_one(runs):
-    cwd, node0 = runs["node0"]
-    node1 = runs["node1"][1]
-    assert node0.returncode == 0 and node1.returncode == 0, describe(node0) + describe(node1)
+def test_the_multinode_template_on_two_loopback_nodes_gives_the_losses_of_one_node(runs):
+    cwd, task = runs["slurm"]
+    assert task.returncode == 0, describe(task)
+    rendered = next((cwd / "slurm").glob("*.slurm")).read_text()
+    assert "--nproc_per_node=1 " in rendered and f"--no-python python {ENVPOOL}" in rendered
+    assert "rendezvous 127.0.0.1:29400" in task.stdout
+    assert not (cwd / "requeued").exists()
     (run_dir,) = run_dirs(cwd)  # rank 0 alone wrote, whichever node it was on
     (one_node,) = run_dirs(runs["two"][0])
     for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl"):
@@ -321,3 +367,22 @@ def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
     for rank, proc in enumerate(done):
         assert_usage_error(proc, tmp_path, [f"rank {rank}"])
     assert "in use" in done[0].stderr
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_the_multinode_template_requeues_a_failed_task_only_when_it_wrote_a_checkpoint(
+    tmp_path, progress
+):
+    path = render_multinode(tmp_path, ["--total-timesteps", "64"])
+    run_dir = tmp_path / "runs" / "Breakout-v5__ppo_atari_envpool_multigpu__1__1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "checkpoint_0000002.ckpt").write_bytes(b"")
+    newer = f"touch {run_dir}/checkpoint_0000004.ckpt; " if progress else ""
+    # what torchrun does after SIGUSR1 (its ranks exit 75, it exits 1), one "node" at a time
+    env = shims(tmp_path, f"{newer}exit 1")
+    done = subprocess.run(
+        ["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    requeued = tmp_path / "requeued"
+    assert (requeued.read_text() == "7_0\n") if progress else not requeued.exists()
