@@ -1,9 +1,10 @@
 """A missing optional dependency is one line naming the install command, not a traceback.
 
-The scripts import `cleanrl_utils` before their third-party packages (the project's import order
-puts first-party imports first), and importing the package installs `missing_extra_hook` as
-`sys.excepthook`: a `ModuleNotFoundError` for a module of one of the project's extras that no one
-catches then prints `error: ... pip install ...` and exits with code 2, also for `--help`.
+The scripts import `cleanrl_utils.entry` before their third-party packages (the project's import
+order puts first-party imports first), which installs `missing_extra_hook` as `sys.excepthook`, as
+the `python -m` tools do with `install()`: a `ModuleNotFoundError` for a module of one of the
+project's extras that no one catches then prints `error: ... pip install ...` and exits with code
+2, also for `--help`. Importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def missing_extra(exc: BaseException) -> str | None:
 
 def missing_extra_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
     message = missing_extra(exc)
-    if message is None:
+    if message is None or hasattr(sys, "ps1"):  # (an interactive session goes on)
         previous(exc_type, exc, traceback)
         return
     print(message, file=sys.stderr, flush=True)

@@ -53,7 +53,7 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import fail
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
+from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
 from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
@@ -89,13 +89,22 @@ def signal_name(signum: int) -> str:
 class Run:
     """One training run: its folder, logs, checkpoints, progress and stop signals."""
 
-    def __init__(self, args, script_file: str, runs_dir: str = "runs", dist=None):
+    def __init__(
+        self,
+        args,
+        script_file: str,
+        runs_dir: str = "runs",
+        argv: list[str] | None = None,
+        dist=None,
+    ):
         """Resolves `--resume` (exits with one `error:` line when it cannot, and with 0 when the
-        run has already finished): the arguments left at their defaults take the checkpoint's
-        values. Creates nothing on disk. `dist`: a run on many processes
-        (`cleanrl_utils.distributed.Distributed`): rank 0 alone writes, the ranks agree on when
-        to stop, and a checkpoint holds every rank's RNGs."""
+        run has already finished): the arguments neither given on the command line `argv`
+        (default: `sys.argv[1:]`) nor set in code take the checkpoint's values. Creates nothing
+        on disk. `dist`: a run on many processes (`cleanrl_utils.distributed.Distributed`):
+        rank 0 alone writes, the ranks agree on when to stop, and a checkpoint holds every
+        rank's RNGs."""
         self.args = args
+        self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
         self.dist = dist
         self.rank = dist.rank if dist is not None else 0
         self.world_size = dist.world_size if dist is not None else 1
@@ -122,6 +131,12 @@ class Run:
         self._lap_start = time.time()
         self.writer = None
         self.progress = None
+        self.previous_handlers: dict = {}  # what `start` replaced and `finish` puts back
+        self.finished = False
+        if getattr(args, "upload_model", False):  # what an upload needs: before any work
+            from cleanrl_utils.after_training import check_upload
+
+            check_upload(args)
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -132,7 +147,7 @@ class Run:
         file, self.payload = found
         self.name = self.payload["run_name"]
         self.runs_dir = Path(file).resolve().parent.parent
-        reconcile_args(self.args, self.payload, self.script, file)
+        reconcile_args(self.args, self.payload, self.script, file, self.given)
         if self.payload.get("world_size", 1) != self.world_size:
             fail(
                 f"--resume: {file} was written by a run on {self.payload.get('world_size', 1)} "
@@ -160,7 +175,7 @@ class Run:
         args = self.args
         if self.rank != 0:  # rank 0 alone writes
             for signum in STOP_SIGNALS:
-                signal.signal(signum, self._on_stop_signal)
+                self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
             self.writer = NoWriter()
             return self.writer
         record = run_record(args, self.name)
@@ -189,7 +204,7 @@ class Run:
             self.writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_stop_signal)
+            self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
         print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
@@ -228,6 +243,12 @@ class Run:
         self.laps[phase] = now - self._lap_start
         self._lap_start = now
 
+    @property
+    def laps_s(self) -> float:
+        """The seconds this iteration's laps have timed so far (after the last lap: its rollout,
+        advantages and update, without the logging around them)."""
+        return sum(self.laps.values())
+
     def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
         and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
@@ -235,7 +256,7 @@ class Run:
         also sets `stop_requested`."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        self.iteration_s = time.time() - self._lap_start + sum(self.laps.values())
+        self.iteration_s = time.time() - self._lap_start + self.laps_s
         if self.dist is not None:  # every rank stops after the same iteration
             self.stop_signal = self.dist.agreed_stop(self.stop_signal)
         self.stop_requested = self.stop_signal is not None
@@ -320,16 +341,31 @@ class Run:
             return 0
         return INTERRUPTED_EXIT if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
 
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """Leaving a `with Run(...) as run:` block finishes the run, if it has not finished."""
+        self.finish()
+
     def finish(self) -> int:
-        """Closes TensorBoard and W&B, says where the run's files are. Returns the exit code."""
+        """Closes TensorBoard and W&B, says where the run's files are, and puts back the signal
+        handlers that `start` replaced (a notebook or a test carries on as before the run).
+        Returns the exit code."""
         code = self.exit_code()
-        if self.dist is not None:
-            self.dist.close()
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
+        self.previous_handlers = {}
         if self.world_size > 1:
             # torchrun stops the other ranks with SIGTERM once one exits with a code other than
             # 0; this rank's run is over, and Python's exit would let SIGTERM kill it (-15)
             for signum in (signal.SIGTERM, signal.SIGUSR1):
                 signal.signal(signum, signal.SIG_IGN)
+        if self.writer is None or self.finished:  # (never started, or finished already)
+            return code
+        self.finished = True
+        if self.dist is not None:
+            self.dist.close()
         if code == 0 and self.rank == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:

@@ -62,6 +62,29 @@ def test_a_script_without_its_extra_says_what_to_install_even_for_help(
     assert not (tmp_path / "runs").exists()
 
 
+def test_importing_cleanrl_utils_changes_no_global_state(tmp_path):
+    """Every module of the package but `entry` (the scripts' first import) leaves sys.excepthook
+    and the signal handlers as they were; `entry` installs the missing-extra hook."""
+    code = """
+import importlib, pkgutil, signal, sys
+def state():
+    return [sys.excepthook] + [signal.getsignal(s) for s in signal.valid_signals()]
+before = state()
+import cleanrl_utils
+names = [m.name for m in pkgutil.walk_packages(cleanrl_utils.__path__, "cleanrl_utils.")]
+for name in names:
+    if name != "cleanrl_utils.entry" and not name.endswith("__main__"):
+        importlib.import_module(name)
+assert state() == before, "an import changed sys.excepthook or a signal handler"
+assert len(names) > 30, names
+import cleanrl_utils.entry
+from cleanrl_utils.extras import missing_extra_hook
+assert sys.excepthook is missing_extra_hook
+"""
+    proc = run_without(tmp_path, "nothing", ["-c", code])
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_other_missing_modules_keep_their_traceback(tmp_path):
     """Only the extras' own modules become the one line: a typo stays a traceback."""
     proc = run_without(tmp_path, "nothing", ["-c", "import cleanrl_utils, no_such_module"])
