@@ -196,6 +196,16 @@ def runs(tmp_path_factory):
     specs = {
         "two": torchrun(ENVPOOL, envpool_args(4)),
         "alone": rank_command(ENVPOOL, envpool_args(2, BATCH // 2)),
+        "single": rank_command(
+            REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py",
+            [
+                *(arg if arg != "--local-num-envs" else "--num-envs" for arg in TINY),
+                "--max-episode-steps",
+                str(MAX_EPISODE_STEPS),
+                "--total-timesteps",
+                str(BATCH),
+            ],
+        ),
         "gym_two": torchrun(GYM, gym_args),
         "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
     }
@@ -231,6 +241,18 @@ def test_alone_it_is_a_one_process_run(runs):
     (run_dir,) = run_dirs(cwd)
     assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [BATCH // 2, BATCH]
     assert "world_size" not in read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
+    # the same draws and the same update as ppo_atari_envpool.py with as many envs
+    single_cwd, single = runs["single"]
+    assert single.returncode == 0, describe(single)
+    (single_dir,) = run_dirs(single_cwd)
+    ours, theirs = read_scalars(run_dir), read_scalars(single_dir)
+    for tag in (
+        "losses/value_loss",
+        "losses/policy_loss",
+        "losses/approx_kl",
+        "charts/episodic_return",
+    ):
+        assert ours[tag] == theirs[tag], tag
 
 
 @pytest.mark.slow
