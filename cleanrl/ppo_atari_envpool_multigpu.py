@@ -98,7 +98,7 @@ class Args:
     """the target KL divergence threshold"""
     backend: Literal["gloo", "nccl"] = "gloo"
     """the torch.distributed backend: gloo (CPUs, or GPUs slowly), nccl (GPUs)"""
-    device_ids: list[int] = field(default_factory=list)
+    device_ids: tuple[int, ...] = ()
     """the GPU of each process on a node, by local rank (default: local rank i takes GPU i)"""
 
     # to be filled in runtime (not flags)
