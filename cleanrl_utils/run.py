@@ -325,10 +325,11 @@ class Run:
         write_checkpoint(path, payload)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
+        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
         if self.stop_requested:
             self._say(
                 f"{signal_name(self.stop_signal)}: checkpoint of iteration {iteration} written to {path}; exiting with "
-                f"code {self.exit_code()} (continue with: python {sys.argv[0]} --resume {self.dir})"
+                f"code {self.exit_code()} (continue with: {launcher} {sys.argv[0]} --resume {self.dir})"
             )
         return path
 

@@ -307,18 +307,25 @@ def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_stop_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
+@pytest.mark.parametrize("how", ["SIGUSR1 to rank 1", "Ctrl-C to torchrun"])
+def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
     proc = start(torchrun(ENVPOOL, envpool_args(40)), tmp_path)
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
-    pids = worker_pids(proc.pid)
-    os.kill(pids[1], signal.SIGUSR1)  # rank 1 only: the ranks agree to stop
+    if how == "SIGUSR1 to rank 1":
+        os.kill(worker_pids(proc.pid)[1], signal.SIGUSR1)  # one rank only: the ranks agree
+    else:
+        os.kill(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: torchrun passes it on
     done = finish_script(proc, timeout=120)
     output = done.stdout + done.stderr
-    assert "exitcode  : 75" in output and "exitcode  : -" not in output, describe(done)
     (run_dir,) = run_dirs(tmp_path)
     (newest, *_) = list_checkpoints(run_dir)
     stopped = read_checkpoint(newest)
     assert 2 <= stopped["iteration"] < 40 and len(stopped["ranks_rng"]) == 2
+    if how == "SIGUSR1 to rank 1":  # torchrun's report of its workers' exit codes
+        assert output.count("exitcode  : 75") == 2, describe(done)
+    else:  # torchrun stops on the signal, reporting no codes: rank 0 says its own
+        line = f"Ctrl-C: checkpoint of iteration {stopped['iteration']} written"
+        assert line in output and "exiting with code 130" in output, describe(done)
     steps = [s for s, _ in read_scalars(run_dir)["losses/value_loss"]]
     assert steps[-1] == stopped["global_step"]  # rank 0 went no further than the checkpoint
 
