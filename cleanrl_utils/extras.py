@@ -25,6 +25,7 @@ EXTRA_OF = {
     "imageio_ffmpeg": "video",
     "matplotlib": "report",
     "huggingface_hub": "hub",
+    "optuna": "optuna",
 }
 # the command that installs an extra, pinned (the first line of its requirements file says so too)
 INSTALL = {
@@ -34,6 +35,7 @@ INSTALL = {
     "video": 'pip install -r requirements/requirements-video.txt -e ".[video]"',
     "report": 'pip install -r requirements/requirements-report.txt -e ".[report]"',
     "hub": 'pip install -r requirements/requirements-hub.txt -e ".[hub]"',
+    "optuna": 'pip install -r requirements/requirements-optuna.txt -e ".[optuna]"',
 }
 
 

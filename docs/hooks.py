@@ -244,7 +244,7 @@ FLOORS = {
         "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "benchmark", "distributed",
     ],
-    "tools": ["evals", "report", "convert"],
+    "tools": ["evals", "report", "convert", "tuner"],
     "hub": ["huggingface", "enjoy"],
     "lifecycle": ["resume", "run", "after_training"],
 }  # fmt: skip

@@ -62,6 +62,15 @@ def test_a_script_without_its_extra_says_what_to_install_even_for_help(
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_tuner_without_optuna_says_what_to_install(tmp_path):
+    proc = run_without(tmp_path, "optuna", ["-m", "cleanrl_utils.tuner", "--num-trials", "1"])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "needs the `optuna` extra" in line and extras.INSTALL["optuna"] in line
+    assert list(tmp_path.iterdir()) == [tmp_path / "sitecustomize.py"]  # nothing started
+
+
 def test_importing_cleanrl_utils_changes_no_global_state(tmp_path):
     """Every module of the package but `entry` (the scripts' first import) leaves sys.excepthook
     and the signal handlers as they were; `entry` installs the missing-extra hook."""
