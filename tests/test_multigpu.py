@@ -184,7 +184,8 @@ def start_multinode_task(cwd: Path, args: list[str]) -> subprocess.Popen:
     "nodes" of this host: two torchrun processes meeting at a c10d rendezvous on loopback."""
     path = render_multinode(cwd, args)
     srun = 'for node in 0 1; do SLURM_NODEID=$node "$@" & done; wait -n; a=$?; wait -n; exit $(( a | $? ))'
-    return start(["bash", str(path)], cwd, shims(cwd, srun))
+    port = free_port()  # (not the template's default: another run may hold it)
+    return start(["bash", str(path)], cwd, shims(cwd, srun) | {"RDZV_PORT": str(port)})
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +272,7 @@ def test_the_multinode_template_on_two_loopback_nodes_gives_the_losses_of_one_no
     assert task.returncode == 0, describe(task)
     rendered = next((cwd / "slurm").glob("*.slurm")).read_text()
     assert "--nproc_per_node=1 " in rendered and f"--no-python python {ENVPOOL}" in rendered
-    assert "rendezvous 127.0.0.1:29400" in task.stdout
+    assert "rendezvous 127.0.0.1:" in task.stdout
     assert not (cwd / "requeued").exists()
     (run_dir,) = run_dirs(cwd)  # rank 0 alone wrote, whichever node it was on
     (one_node,) = run_dirs(runs["two"][0])
@@ -333,7 +334,7 @@ def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
 @pytest.mark.slow
 def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_continues(tmp_path):
     port = free_port()
-    args = envpool_args(6)
+    args = envpool_args(4)
     ranks = [
         start(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port)) for r in (0, 1)
     ]
@@ -362,7 +363,7 @@ def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_cont
     (run_dir,) = run_dirs(tmp_path)
     assert "resuming" in done[0].stdout
     steps = [s for s, _ in read_scalars(run_dir, files=None)["losses/value_loss"]]
-    assert steps == [BATCH * i for i in range(1, 7)]
+    assert steps == [BATCH * i for i in range(1, 5)]
 
 
 def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
