@@ -373,9 +373,12 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
         (["--backend", "nccl"], {}, ["nccl", "no"]),
         (["--device-ids", "0"], {"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}, ["--device-ids"]),
     ]
-    for args, extra, words in cases:
-        proc = run_script(args, tmp_path, script=ENVPOOL, env=env_of(tmp_path, **extra), timeout=60)
-        assert_usage_error(proc, tmp_path, words)
+    started = [  # all at once: each is a process of its own
+        (start(rank_command(ENVPOOL, args), tmp_path, env_of(tmp_path, **extra)), words)
+        for args, extra, words in cases
+    ]
+    for proc, words in started:
+        assert_usage_error(finish_script(proc, timeout=120), tmp_path, words)
 
 
 @pytest.mark.slow
