@@ -316,7 +316,8 @@ def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, in
     return text, progress, wall, usage.ru_maxrss / 1024
 
 
-def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Measurement:
+def script_command(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> list[str]:
+    """The command of one measured run of `script`: a `*_multigpu` one under torchrun."""
     iterations = args.burn_in + args.iterations
     path, extra = str(root / "cleanrl" / f"{script}.py"), shlex.split(args.extra_args)
     launcher = [sys.executable, path]
@@ -335,6 +336,11 @@ def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) ->
         "--total-timesteps",
         str(iterations * sizes.batch_size),
     ]
+    return command
+
+
+def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Measurement:
+    command = script_command(script, args, sizes, root)
     print(f"+ {command[1]} {shlex.join(command[2:])}", flush=True)
     with tempfile.TemporaryDirectory(prefix="throughput_") as cwd:
         log, progress, wall, peak = run_logged(command, Path(cwd))
