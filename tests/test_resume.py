@@ -31,6 +31,7 @@ from conftest import (
     run_script,
     start_script,
 )
+from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
@@ -71,26 +72,6 @@ def tiny_args(name: str, iterations: int = ITERATIONS, every: int = 2) -> list[s
 
 def steps_of(run_dir: Path, tag: str = "losses/value_loss") -> list[int]:
     return [step for step, _ in read_scalars(run_dir, files=None).get(tag, [])]
-
-
-def game_independent_state(payload: dict) -> dict:
-    """What a run at an iteration holds whatever games it played: its position, its RNGs (a fixed
-    number of draws per iteration), the optimizer's step count and the JAX keys."""
-    rng, state = payload["rng"], payload["state"]
-    out = {
-        "iteration": payload["iteration"],
-        "global_step": payload["global_step"],
-        "python": rng["python"],
-        "numpy": [np.asarray(x).tolist() for x in rng["numpy"]],
-    }
-    if "torch" in rng:
-        out["torch"] = np.asarray(rng["torch"]).tolist()
-    if "optimizer" in state:
-        out["adam_steps"] = [float(s["step"]) for s in state["optimizer"]["state"].values()]
-    else:
-        out["adam_steps"] = int(state["agent_state"]["step"])
-        out["keys"] = [np.asarray(state[k]).tolist() for k in ("key", "rollout_key")]
-    return out
 
 
 RESUME_TEST = "test_a_resumed_run_carries_on_where_its_checkpoint_left_off"
