@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import functools
 import io
 import math
 import re
@@ -14,29 +13,15 @@ import types
 import typing
 from collections.abc import Iterable
 
-USAGE_ERROR = 2
-INTERRUPTED = 130  # what a shell reports for Ctrl-C
+# (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
+from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, stops_on_ctrl_c  # noqa: F401
+
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
 # what one transition of a rollout holds: 4 stacked 84x84 uint8 frames and ~10 float32 values
 TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4
 # what one env holds besides: its frame stack and two raw 210x160 RGB frames (max-pooled)
 ENV_BYTES = 4 * 84 * 84 + 2 * 210 * 160 * 3
-
-
-def stops_on_ctrl_c(main):
-    """A command's entry point that Ctrl-C ends with one line and exit code 130 (what a shell
-    reports for Ctrl-C), not a traceback."""
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs):
-        try:
-            return main(*args, **kwargs)
-        except KeyboardInterrupt:
-            print("interrupted (Ctrl-C)", file=sys.stderr)
-            raise SystemExit(INTERRUPTED) from None
-
-    return wrapper
 
 
 def fail(message: str, code: int = USAGE_ERROR):

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import DISK_EXIT
 
-DISK_EXIT = 74  # EX_IOERR: the run folder could not be written (not requeued: 75 is)
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 
 

@@ -18,7 +18,10 @@ Every script in `cleanrl/` makes these calls, in this order:
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
-when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`.
+when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`: the flags given
+on the command line are kept, the others come from the checkpoint. `finish()` puts back the
+signal handlers that `start()` replaced (so does leaving a `with Run(...) as run:` block), so a
+notebook or a test goes on as before the run.
 
 Checkpoints: every `--checkpoint-every` iterations, after the last one, and after a stop signal:
 SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) and Ctrl-C make the run
@@ -54,6 +57,8 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail, value_problem
+from cleanrl_utils.exits import CHECKPOINT_EXIT
+from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
 from cleanrl_utils.faults import (
     disk_failure,
     lock_run_folder,
@@ -73,10 +78,23 @@ from cleanrl_utils.runs import (
     run_record,
 )
 
-CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
-INTERRUPTED_EXIT = 130  # what a shell reports for a process stopped by Ctrl-C
 KEEP = 2  # checkpoints kept per run, newest first
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+class NoWriter:
+    """The TensorBoard writer of a rank other than 0: it writes nothing (rank 0 logs)."""
+
+    def add_scalar(self, *args, **kwargs) -> None:
+        pass
+
+    add_text = add_histogram = add_scalar
+    error = event_file = None  # (it writes no file that could fail)
+
+    def flush(self) -> None:
+        pass
+
+    close = flush
 
 
 def signal_name(signum: int) -> str:
@@ -87,14 +105,24 @@ class Run:
     """One training run: its folder, logs, checkpoints, progress and stop signals."""
 
     def __init__(
-        self, args, script_file: str, runs_dir: str = "runs", argv: list[str] | None = None
+        self,
+        args,
+        script_file: str,
+        runs_dir: str = "runs",
+        argv: list[str] | None = None,
+        dist=None,
     ):
         """Resolves `--resume` (exits with one `error:` line when it cannot, and with 0 when the
         run has already finished): the arguments neither given on the command line `argv`
         (default: `sys.argv[1:]`) nor set in code take the checkpoint's values. Creates nothing
-        on disk."""
+        on disk. `dist`: a run on many processes (`cleanrl_utils.distributed.Distributed`):
+        rank 0 alone writes, the ranks agree on when to stop, and a checkpoint holds every
+        rank's RNGs."""
         self.args = args
         self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
+        self.dist = dist
+        self.rank = dist.rank if dist is not None else 0
+        self.world_size = dist.world_size if dist is not None else 1
         self.script_file = script_file
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
@@ -151,6 +179,12 @@ class Run:
                 fail(f"--resume: {file}: its arguments do not fit {self.script}.py: {problem}")
         self.runs_dir = Path(file).resolve().parent.parent
         reconcile_args(self.args, self.payload, self.script, file, self.given)
+        if self.payload.get("world_size", 1) != self.world_size:
+            fail(
+                f"--resume: {file} was written by a run on {self.payload.get('world_size', 1)} "
+                f"process(es), this one has {self.world_size}: resume it with as many (each "
+                "process's envs and random numbers are part of the run)"
+            )
         self._check_names()  # (as reconciled with the checkpoint's)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
@@ -171,6 +205,11 @@ class Run:
         is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
         writes into it only once `restore` has checked the checkpoint."""
         args = self.args
+        if self.rank != 0:  # rank 0 alone writes
+            for signum in STOP_SIGNALS:
+                self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
+            self.writer = NoWriter()
+            return self.writer
         self.lock_fd = lock_run_folder(self.dir)  # one process per run folder
         self._record = record = run_record(args, self.name)
         config_path = self.dir / "config.json"
@@ -225,18 +264,22 @@ class Run:
         self.start_time = time.time()
         if self.payload is not None:
             saved = self.payload["state"]
-            problem = state_problem(state, saved) or rng_problem(self.payload["rng"])
+            rngs = self.payload.get("ranks_rng", [self.payload["rng"]])
+            rng = rngs[self.rank] if isinstance(rngs, list) and self.rank < len(rngs) else None
+            problem = state_problem(state, saved) or rng_problem(rng)
             if problem:
                 fail(f"--resume: {problem} ({self.script}.py cannot use it)")
-            self._open()
+            if self.rank == 0:
+                self._open()
             for name, value in state.items():
                 state[name] = restored_value(value, saved[name])
-            set_rng_state(self.payload["rng"])
+            set_rng_state(rng)
             # (checkpoints written before the run lifecycle moved here keep it in the state)
             elapsed = self.payload.get("elapsed", saved.get("elapsed", 0.0))
             self.start_time -= elapsed
         total_steps = self.args.num_iterations * self.args.batch_size
-        self.progress = Progress(total_steps, start_step=self.global_step)
+        stream = None if self.rank == 0 else open(os.devnull, "w")  # noqa: SIM115
+        self.progress = Progress(total_steps, start_step=self.global_step, stream=stream)
         self.training = True
         self._lap_start = time.time()
         return state
@@ -268,13 +311,16 @@ class Run:
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
         self.iteration_s = time.time() - self._lap_start + self.laps_s
+        if self.dist is not None:  # every rank stops after the same iteration
+            self.stop_signal = self.dist.agreed_stop(self.stop_signal)
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
         due = last or self.stop_requested or (every > 0 and iteration % every == 0)
-        if due or self.writer.error is not None:  # (TensorBoard failed: keep what is in memory)
+        tensorboard_failed = self.world_size == 1 and self.writer.error is not None
+        if due or tensorboard_failed:  # (a checkpoint keeps what is in memory)
             self._save(iteration, global_step, state() if callable(state) else state)
         if last or self.stop_requested:
             self.progress.close()
@@ -315,6 +361,9 @@ class Run:
         """Writes the checkpoint of `iteration` (after flushing TensorBoard, so that it holds
         every scalar up to it) and drops all but the newest `KEEP`. A write that fails ends the
         run (`_disk_failed`); when it is TensorBoard's, the checkpoint is still tried first."""
+        ranks_rng = self.dist.gather(rng_state()) if self.dist is not None else None
+        if self.rank != 0:
+            return None
         self.writer.flush()
         failed = self.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
         payload = {
@@ -328,6 +377,8 @@ class Run:
             "elapsed": time.time() - self.start_time,
             "time": time.time(),
         }
+        if self.world_size > 1:
+            payload |= {"world_size": self.world_size, "ranks_rng": ranks_rng}
         path = checkpoint_path(self.dir, iteration)
         try:
             write_checkpoint(path, payload)
@@ -342,10 +393,11 @@ class Run:
             self._disk_failed("the TensorBoard event file", failed)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
+        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
         if self.stop_requested:
             self._say(
                 f"{signal_name(self.stop_signal)}: checkpoint of iteration {iteration} written to {path}; exiting with "
-                f"code {self.exit_code()} (continue with: python {sys.argv[0]} --resume {self.dir})"
+                f"code {self.exit_code()} (continue with: {launcher} {sys.argv[0]} --resume {self.dir})"
             )
         return path
 
@@ -392,10 +444,17 @@ class Run:
         for signum, handler in self.previous_handlers.items():
             signal.signal(signum, handler)
         self.previous_handlers = {}
+        if self.world_size > 1:
+            # torchrun stops the other ranks with SIGTERM once one exits with a code other than
+            # 0; this rank's run is over, and Python's exit would let SIGTERM kill it (-15)
+            for signum in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(signum, signal.SIG_IGN)
         if self.writer is None or self.finished:  # (never started, or finished already)
             return code
         self.finished = True
-        if code == 0:
+        if self.dist is not None:
+            self.dist.close()
+        if code == 0 and self.rank == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:
             self.progress.close()
