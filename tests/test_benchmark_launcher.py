@@ -567,3 +567,47 @@ def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
         "cleanrl/ppo_atari_envpool_xla_jax.py",
         "cleanrl/ppo_atari_envpool_xla_jax_scan.py",
     ]
+
+
+@pytest.mark.parametrize(
+    "command, processes",
+    [
+        ("python cleanrl/ppo_atari_envpool.py", 1),
+        ("torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_envpool_multigpu.py", 2),
+        ("/opt/venv/bin/torchrun --nproc-per-node 4 cleanrl/ppo_atari_multigpu.py", 4),
+        ("python -m torch.distributed.run --nproc_per_node 3 x.py", 3),
+        ("python x.py --nproc-per-node 3", 1),  # a flag of the script, not of torchrun
+    ],
+)
+def test_a_commands_processes_are_torchruns_nproc_per_node(command, processes):
+    assert benchmark.Job.named(command, "a", "a.log").processes == processes
+
+
+def test_the_pool_counts_a_torchrun_runs_processes_against_workers(tmp_path, monkeypatch):
+    """In a pool of 3 workers, a 2-process run and a 1-process run start together (2 + 1 <= 3);
+    the next 2-process run waits for the first (2 + 2 > 3). The pool keeps the jobs' order. Each
+    process writes when it started and ended."""
+    monkeypatch.chdir(tmp_path)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    spans = tmp_path / "spans"
+    rank = (
+        "import sys, time; t = time.time(); time.sleep(1.5)\n"
+        f"open({str(spans)!r}, 'a').write(f'{{sys.argv[1]}} {{t}} {{time.time()}}\\n')"
+    )
+
+    def job(name, nproc):
+        command = f"{shlex.quote(sys.executable)} -c {shlex.quote(rank)} {name}"
+        if nproc > 1:
+            command = f"{torchrun} --standalone --nproc-per-node {nproc} --no-python {command}"
+        return benchmark.Job.named(command, name, f"{name}.log")
+
+    pool = benchmark.run_pool([job("a", 2), job("c", 1), job("b", 2)], workers=3, log_dir="logs")
+    assert pool.exit_codes == [0, 0, 0]
+    by_run: dict[str, list[tuple[float, float]]] = {}
+    for line in spans.read_text().splitlines():
+        name, start, end = line.split()
+        by_run.setdefault(name, []).append((float(start), float(end)))
+    assert sorted((name, len(s)) for name, s in by_run.items()) == [("a", 2), ("b", 2), ("c", 1)]
+    a_end = max(end for _, end in by_run["a"])
+    assert min(start for start, _ in by_run["b"]) >= a_end  # b waited for a's two processes
+    assert by_run["c"][0][0] < a_end  # c ran beside a (2 + 1 <= 3)

@@ -71,10 +71,33 @@ class Job:
         if not self.log_name:
             object.__setattr__(self, "log_name", f"{self.env_id}__seed{self.seed}.log")
 
+    @property
+    def processes(self) -> int:
+        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`) with
+        `--nnodes 1` or none starts N (each counts as a worker of the pool), anything else one."""
+        return command_processes(self.command)
+
     @classmethod
     def named(cls, command: str, name: str, log_name: str) -> Job:
         """A command of no sweep (no env id and seed of the launcher's)."""
         return cls(None, None, command, name, log_name)
+
+
+def command_processes(command: str) -> int:
+    """How many processes `command` runs at once on this machine: torchrun's `--nproc-per-node`
+    (`--nproc_per_node`, either `N` or `=N`), 1 for any other command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return 1
+    if not any(os.path.basename(w) == "torchrun" or w == "torch.distributed.run" for w in words):
+        return 1
+    for i, word in enumerate(words):
+        name, _, value = word.partition("=")
+        if name.replace("_", "-") == "--nproc-per-node":
+            value = value or (words[i + 1] if i + 1 < len(words) else "")
+            return int(value) if value.isdigit() and int(value) > 0 else 1
+    return 1
 
 
 def make_jobs(args: Args) -> list[Job]:

@@ -134,7 +134,12 @@ def pool(jobs: list[Job], workers: int, log_dir: Path, env: Mapping[str, str]) -
 
     with StopRequest() as stop:
         while (waiting or running) and not stop.requested:
-            while waiting and len(running) < workers:
+            # a multi-process run (torchrun) counts as its processes; one larger than the pool
+            # still runs, alone
+            while waiting and (
+                not running
+                or sum(r.job.processes for r in running) + waiting[0].processes <= workers
+            ):
                 job = waiting.popleft()
                 started = start_job(job, log_dir / job.log_name, env)
                 if isinstance(started, Result):
