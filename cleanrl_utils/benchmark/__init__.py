@@ -41,6 +41,7 @@ from cleanrl_utils.benchmark.local import (
     pool,
     run_local,
     run_pool,
+    signal_group,
     start_job,
     stop_jobs,
 )
@@ -73,7 +74,8 @@ __all__ = [
     "PoolResult", "Result", "Running", "StopRequest", "TaskState", "autotag", "check_args", "fail",
     "killed_by", "local_command", "log_pattern", "log_tail", "main", "make_jobs", "no_slurm",
     "parse_duration", "pool", "print_summary", "query_array", "remove_slurm_file",
-    "render_template", "report_failure", "run_local", "run_pool", "run_slurm", "start_job",
+    "render_template", "report_failure", "run_local", "run_pool", "run_slurm", "signal_group",
+    "start_job",
     "stop_jobs", "submit", "tagged_env", "template_values", "thread_limits", "usable_cpus",
     "wait_for_array", "write_slurm_file",
 ]  # fmt: skip

@@ -94,16 +94,27 @@ def start_job(job: Job, log: Path, env: Mapping[str, str]) -> Running | Result:
     return Running(job, process, time.monotonic(), log)
 
 
+def signal_group(pid: int, signum: int) -> bool:
+    """Sends `signum` to the process group of `pid` (a run and its children); SIGTERM is followed
+    by SIGCONT, as `scancel` and systemd do, so that a suspended run (SIGSTOP, a SLURM suspend)
+    handles it and writes its checkpoint instead of waiting frozen for the SIGKILL. False when
+    the group is gone."""
+    try:
+        os.killpg(pid, signum)
+        if signum == signal.SIGTERM:
+            os.killpg(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stop_jobs(running: list[Running], grace_s: float | None = None) -> None:
-    """SIGTERM every run's process group, then SIGKILL what is left after `grace_s` seconds
-    (default `STOP_GRACE_S`)."""
+    """SIGTERM every run's process group (and SIGCONT: see `signal_group`), then SIGKILL what is
+    left after `grace_s` seconds (default `STOP_GRACE_S`)."""
     grace_s = STOP_GRACE_S if grace_s is None else grace_s
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for r in running:
-            try:
-                os.killpg(r.process.pid, signum)
-            except ProcessLookupError:
-                pass  # the whole group has exited already
+            signal_group(r.process.pid, signum)  # (False: the whole group has exited already)
         deadline = time.monotonic() + grace_s
         while any(r.process.poll() is None for r in running) and time.monotonic() < deadline:
             time.sleep(POLL_S)

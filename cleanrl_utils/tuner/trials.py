@@ -6,7 +6,6 @@ exits with 75, resumable like any stopped run)."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import socket
@@ -14,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.benchmark import Job, killed_by, log_tail, start_job
+from cleanrl_utils.benchmark import Job, killed_by, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files
 from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
@@ -258,12 +257,8 @@ class TrialRun:
 
     def signal(self, signum: int) -> None:
         """Sends `signum` to the current run's process group (the run and its children)."""
-        if self.running is None:
-            return
-        try:
-            os.killpg(self.running.process.pid, signum)
-        except ProcessLookupError:
-            pass
+        if self.running is not None:
+            signal_group(self.running.process.pid, signum)
 
     def interrupted(self) -> dict:
         """The runs of a trial stopped by the tuner's own stop (Ctrl-C): each with the folder it
@@ -294,8 +289,9 @@ def stop_orphan(record: dict, grace_s: float = 60.0) -> None:
     print(f"stopping the run {record.get('dir')} (pid {pid}) left running by its tuner", flush=True)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pid, signum)
-        except (ProcessLookupError, PermissionError):
+            if not signal_group(pid, signum):
+                return
+        except PermissionError:
             return
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
