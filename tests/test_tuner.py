@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -73,16 +74,64 @@ def run_configs(cwd: Path) -> dict[str, dict]:
 # Two tuners, one journal storage: every trial complete, none run twice, the table written
 
 
-@pytest.fixture(scope="module")
-def shared_study(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("shared")
+def shared_study_commands() -> list[list[str]]:
     args = tuner_command(
         "study.log", "shared", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "4"
     )
-    first = start_script([*args, "--workers", "2"], cwd, module="cleanrl_utils.tuner")
-    second = start_script([*args, "--workers", "1"], cwd, module="cleanrl_utils.tuner")
-    procs = [finish_script(first, timeout=600), finish_script(second, timeout=600)]
-    return cwd, procs
+    return [[*args, "--workers", "2"], [*args, "--workers", "1"]]
+
+
+def prune_tuner_file(cwd: Path, budget: int) -> Path:
+    tiny = TINY.replace("--", "").split()
+    flags = ", ".join(f'"{k}": {v!r}' for k, v in zip(tiny[::2], tiny[1::2], strict=True))
+    path = cwd / "tune_prune.py"
+    path.write_text(TUNER_FILE.format(script=str(PPO_ATARI_ENVPOOL), tiny=flags, budget=budget))
+    return path
+
+
+PRUNE_BUDGET = 4096  # 128 iterations; pruned at the first mark (budget / 32)
+# the bad input that only the script's `--help` (a process importing torch and EnvPool) reveals
+SLOW_BAD_INPUT = {
+    "unknown flag": (["--param", "learning-rat=uniform:0:1"], "--learning-rat is not a flag of"),
+    "unknown game": (["--env-ids", "Breakot-v5"], "unknown env id 'Breakot-v5'"),
+}
+
+
+def bad_input_command(extra: list[str]) -> list[str]:
+    return ["--script", str(PPO_ATARI_ENVPOOL), "--param", "ent-coef=uniform:0:0.02", *extra]
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory):
+    """The independent tuner processes of the slow tests, started at once (each in its own
+    folder) so that one's start-up and waits overlap the others' work: the two tuners sharing a
+    study, the pruning study, the bad input read from the script's `--help`."""
+    procs = {}
+    cwd = tmp_path_factory.mktemp("shared")
+    for i, command in enumerate(shared_study_commands()):
+        procs[f"shared{i}"] = cwd, start_script(command, cwd, module="cleanrl_utils.tuner")
+    cwd = tmp_path_factory.mktemp("prune")
+    procs["prune"] = cwd, start_script([], cwd, script=prune_tuner_file(cwd, PRUNE_BUDGET))
+    for name, (extra, _) in SLOW_BAD_INPUT.items():
+        cwd = tmp_path_factory.mktemp("bad")
+        procs[name] = cwd, start_script(bad_input_command(extra), cwd, module="cleanrl_utils.tuner")
+    finished = {}
+
+    def finish(name: str):
+        if name not in finished:
+            cwd, proc = procs[name]
+            finished[name] = cwd, finish_script(proc, timeout=600)
+        return finished[name]
+
+    yield finish
+    for name in procs:  # (a test that failed early leaves none running)
+        finish(name)
+
+
+@pytest.fixture(scope="module")
+def shared_study(started):
+    (cwd, first), (_, second) = started("shared0"), started("shared1")
+    return cwd, [first, second]
 
 
 @pytest.mark.slow
@@ -183,13 +232,9 @@ tuner.tune(num_trials=3, num_seeds=1)
 
 
 @pytest.mark.slow
-def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_its_trial(tmp_path):
-    tiny = TINY.replace("--", "").split()
-    flags = ", ".join(f'"{k}": {v!r}' for k, v in zip(tiny[::2], tiny[1::2], strict=True))
-    path = tmp_path / "tune_prune.py"
-    budget = 4096  # 128 iterations; pruned at the first mark (budget / 32)
-    path.write_text(TUNER_FILE.format(script=str(PPO_ATARI_ENVPOOL), tiny=flags, budget=budget))
-    proc = run_script([], tmp_path, script=path, timeout=600)
+def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_its_trial(started):
+    tmp_path, proc = started("prune")
+    budget = PRUNE_BUDGET
     assert proc.returncode == 0, describe(proc)
     study = load_study(tmp_path, "sqlite:///prune.db", "prune")
     by_lr = {t.params["learning-rate"]: t for t in study.get_trials()}
@@ -217,58 +262,58 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_it
 # Ctrl-C and a rerun
 
 
-def wait_for_training(cwd: Path, runs: int, proc, timeout: float = 300) -> None:
-    """Until `runs` run folders have logged at least one iteration."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the tuner ended before it was interrupted"
-        folders = list((cwd / "runs").glob("*")) if (cwd / "runs").is_dir() else []
-        if len(folders) >= runs and all(
-            metric_values(f, "charts/learning_rate")[1] > 0 for f in folders
-        ):
-            return
-        time.sleep(0.5)
-    raise AssertionError("the runs did not start training in time")
-
-
-def wait_for_resumed_training(folders: list[Path], proc, timeout: float = 300) -> None:
-    """Until every run folder has a second event file (a resumption) with an iteration in it."""
+def freeze_runs_as_they_train(cwd: Path, runs: int, event_files_each: int, proc) -> list[Path]:
+    """Until `runs` run folders have logged an iteration in their `event_files_each`-th event file
+    (2: a resumption), each run is suspended (SIGSTOP to its process group, found by the run
+    folder's lock) as soon as it has: it stays mid-budget however busy the machine is, until a
+    tuner stops it (the tuner's SIGTERM comes with SIGCONT). Returns the folders."""
+    from cleanrl_utils.faults import lock_holder
     from cleanrl_utils.report.events import event_files, read_event_file
 
-    deadline = time.monotonic() + timeout
+    frozen: set[Path] = set()
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "the tuner ended before it was killed"
-        files = [event_files(f) for f in folders]
-        if all(len(f) == 2 and read_event_file(f[-1], ()).last_step > 0 for f in files):
-            return
-        time.sleep(0.5)
-    raise AssertionError("the runs did not resume training in time")
+        if proc.poll() is not None:
+            raise AssertionError(f"the tuner ended too early\n{describe(finish_script(proc))}")
+        folders = sorted((cwd / "runs").iterdir()) if (cwd / "runs").is_dir() else []
+        for folder in set(folders) - frozen:
+            files = event_files(folder)
+            if len(files) != event_files_each or read_event_file(files[-1], ()).last_step <= 0:
+                continue
+            pid = lock_holder(folder.stat().st_ino)
+            if pid != "unknown":
+                os.killpg(int(pid), signal.SIGSTOP)
+                frozen.add(folder)
+        if len(frozen) == runs == len(folders):
+            return folders
+        time.sleep(0.2)
+    raise AssertionError(f"{runs} runs did not train in time; suspended: {sorted(frozen)}")
 
 
 @pytest.mark.slow
 def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
+    budget = 1024  # 32 iterations; the runs are suspended after their first few
     args = tuner_command(
         "sqlite:///tuner.db",
         "ctrlc",
-        "--script-args=--total-timesteps 2048 " + TINY,
+        f"--script-args=--total-timesteps {budget} " + TINY,
         "--num-trials",
         "2",
         "--workers",
         "2",
     )
-    # Ctrl-C: both runs checkpoint, both trials are enqueued again
+    # Ctrl-C: both (suspended) runs checkpoint, both trials are enqueued again
     proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
-    wait_for_training(tmp_path, 2, proc)
+    folders = freeze_runs_as_they_train(tmp_path, 2, 1, proc)
     proc.send_signal(signal.SIGINT)
     stopped = finish_script(proc, timeout=300)
     assert stopped.returncode == 130, describe(stopped)
-    folders = sorted((tmp_path / "runs").iterdir())
-    assert len(folders) == 2 and all(list_checkpoints(f) for f in folders), describe(stopped)
-    assert stopped.stdout.count("interrupted: enqueued again") == 2
+    assert all(list_checkpoints(f) for f in folders), describe(stopped)
+    assert stopped.stdout.count("interrupted: enqueued again") == 2, describe(stopped)
 
-    # the next tuner resumes both runs, and is killed outright: its runs go on without it
+    # the next tuner resumes both runs, and is killed outright: its runs are left without it
     proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
-    wait_for_resumed_training(folders, proc)
+    assert freeze_runs_as_they_train(tmp_path, 2, 2, proc) == folders, "a run started over"
     proc.kill()
     finish_script(proc)
 
@@ -288,7 +333,7 @@ def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_
         config = json.loads((tmp_path / run["dir"] / "config.json").read_text())
         assert [r["tuner"]["trial"] for r in config["resumes"]] == [killed.number, t.number]
         assert all("--resume" in r["command"] for r in config["resumes"])
-        assert metric_values(tmp_path / run["dir"], "charts/learning_rate")[1] == 2048
+        assert metric_values(tmp_path / run["dir"], "charts/learning_rate")[1] == budget
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,19 +350,16 @@ def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_
             "the folder /no/such/folder does not exist",
         ),
         (["--storage", "journal:/no/such/folder/t.log"], "the journal's folder does not exist"),
-        pytest.param(
-            ["--param", "learning-rat=uniform:0:1"],
-            "--learning-rat is not a flag of",
-            marks=pytest.mark.slow,
-        ),
-        pytest.param(
-            ["--env-ids", "Breakot-v5"], "unknown env id 'Breakot-v5'", marks=pytest.mark.slow
-        ),
+        pytest.param(*SLOW_BAD_INPUT["unknown flag"], marks=pytest.mark.slow),
+        pytest.param(*SLOW_BAD_INPUT["unknown game"], marks=pytest.mark.slow),
     ],
 )
-def test_bad_input_is_one_error_line_and_nothing_starts(tmp_path, extra, message):
-    args = ["--script", str(PPO_ATARI_ENVPOOL), "--param", "ent-coef=uniform:0:0.02", *extra]
-    proc = run_script(args, tmp_path, module="cleanrl_utils.tuner", timeout=300)
+def test_bad_input_is_one_error_line_and_nothing_starts(tmp_path, request, extra, message):
+    slow = [name for name, (e, _) in SLOW_BAD_INPUT.items() if e == extra]
+    if slow:  # (started with the other slow tests' processes)
+        tmp_path, proc = request.getfixturevalue("started")(slow[0])
+    else:
+        proc = run_script(bad_input_command(extra), tmp_path, module="cleanrl_utils.tuner")
     assert proc.returncode == 2, describe(proc)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], describe(
