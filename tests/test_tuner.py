@@ -262,7 +262,23 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_it
 # Ctrl-C and a rerun
 
 
-def freeze_runs_as_they_train(cwd: Path, runs: int, event_files_each: int, proc) -> list[Path]:
+@pytest.fixture
+def suspended():
+    """The pids of the runs a test suspended; those still there at its end (a test that failed
+    before a tuner stopped them) are killed, never left frozen on the machine."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            if str(PPO_ATARI_ENVPOOL).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def freeze_runs_as_they_train(
+    cwd: Path, runs: int, event_files_each: int, proc, suspended: list[int]
+) -> list[Path]:
     """Until `runs` run folders have logged an iteration in their `event_files_each`-th event file
     (2: a resumption), each run is suspended (SIGSTOP to its process group, found by the run
     folder's lock) as soon as it has: it stays mid-budget however busy the machine is, until a
@@ -283,6 +299,7 @@ def freeze_runs_as_they_train(cwd: Path, runs: int, event_files_each: int, proc)
             pid = lock_holder(folder.stat().st_ino)
             if pid != "unknown":
                 os.killpg(int(pid), signal.SIGSTOP)
+                suspended.append(int(pid))
                 frozen.add(folder)
         if len(frozen) == runs == len(folders):
             return folders
@@ -291,8 +308,8 @@ def freeze_runs_as_they_train(cwd: Path, runs: int, event_files_each: int, proc)
 
 
 @pytest.mark.slow
-def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
-    budget = 1024  # 32 iterations; the runs are suspended after their first few
+def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path, suspended):
+    budget = 512  # 16 iterations; the runs are suspended after their first few
     args = tuner_command(
         "sqlite:///tuner.db",
         "ctrlc",
@@ -304,7 +321,7 @@ def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_
     )
     # Ctrl-C: both (suspended) runs checkpoint, both trials are enqueued again
     proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
-    folders = freeze_runs_as_they_train(tmp_path, 2, 1, proc)
+    folders = freeze_runs_as_they_train(tmp_path, 2, 1, proc, suspended)
     proc.send_signal(signal.SIGINT)
     stopped = finish_script(proc, timeout=300)
     assert stopped.returncode == 130, describe(stopped)
@@ -313,7 +330,9 @@ def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_
 
     # the next tuner resumes both runs, and is killed outright: its runs are left without it
     proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
-    assert freeze_runs_as_they_train(tmp_path, 2, 2, proc) == folders, "a run started over"
+    assert freeze_runs_as_they_train(tmp_path, 2, 2, proc, suspended) == folders, (
+        "a run started over"
+    )
     proc.kill()
     finish_script(proc)
 
