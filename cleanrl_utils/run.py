@@ -58,6 +58,7 @@ from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
     hyperparameter_table,
+    mark_stopped,
     resumed_record,
     run_record,
 )
@@ -92,6 +93,8 @@ class Run:
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
+        # (iteration, global step) of the newest checkpoint: what a second Ctrl-C falls back to
+        self.checkpointed = (done, self.global_step) if self.payload else None
         self.games_seed = games_seed(args.seed, self.start_iteration)
         self.start_time = time.time()
         self.pid = os.getpid()
@@ -208,12 +211,14 @@ class Run:
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
+        self.global_step = global_step
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        if last or self.stop_requested:
+            self.progress.close()  # (the bar stays above what follows: the last line is ours)
         if last or self.stop_requested or (every > 0 and iteration % every == 0):
             self._save(iteration, global_step, state() if callable(state) else state)
         if last or self.stop_requested:
-            self.progress.close()
             self.training = False
         self._lap_start = time.time()
 
@@ -237,7 +242,7 @@ class Run:
             self._say(f"received {name}: stopping now (nothing new since the last checkpoint)")
             raise SystemExit(INTERRUPTED_EXIT)
         if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C stops at once
+            signal.signal(signal.SIGINT, self._on_second_ctrl_c)
         if self.stop_signal is None:
             wait = f" (about {self.iteration_s:.0f} s)" if self.iteration_s else ""
             again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
@@ -246,6 +251,33 @@ class Run:
                 f"stopping{again}"
             )
         self.stop_signal = signum
+
+    def _on_second_ctrl_c(self, signum, frame) -> None:
+        """Stops at once, without a checkpoint, after saying what is lost; the process ends by
+        the signal itself, as it would without a handler."""
+        if os.getpid() != self.pid:
+            return
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if self.progress is not None:
+            self.progress.close()
+        if self.checkpointed is None:
+            lost = (
+                f"the {self.global_step:,} steps trained so far and the iteration under way are "
+                "lost: no checkpoint was written yet, so the run cannot be resumed"
+            )
+        else:
+            iteration, step = self.checkpointed
+            lost = (
+                f"the {self.global_step - step:,} steps trained since the checkpoint of iteration "
+                f"{iteration} and the iteration under way are lost (continue from that "
+                f"checkpoint with: {self.resume_command()})"
+            )
+        print(f"received Ctrl-C again: stopping now, without a checkpoint; {lost}", file=sys.stderr)
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def resume_command(self) -> str:
+        return f"python {sys.argv[0]} --resume {self.dir}"
 
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:
         """Writes the checkpoint of `iteration` (after flushing TensorBoard, so that it holds
@@ -264,12 +296,14 @@ class Run:
         }
         path = checkpoint_path(self.dir, iteration)
         write_checkpoint(path, payload)
+        self.checkpointed = (iteration, global_step)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
         if self.stop_requested:
+            mark_stopped(self.dir / "config.json", signal_name(self.stop_signal), global_step)
             self._say(
                 f"{signal_name(self.stop_signal)}: checkpoint of iteration {iteration} written to {path}; exiting with "
-                f"code {self.exit_code()} (continue with: python {sys.argv[0]} --resume {self.dir})"
+                f"code {self.exit_code()} (continue with: {self.resume_command()})"
             )
         return path
 
