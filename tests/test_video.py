@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -23,11 +24,15 @@ def frames(n: int, height: int = 210, width: int = 160) -> list[np.ndarray]:
 def read_frames(path) -> list[np.ndarray]:
     import imageio
 
-    reader = imageio.get_reader(path, format="ffmpeg")
-    try:
-        return [frame for frame in reader]  # (list() asks its len(): infinite)
-    finally:
-        reader.close()
+    with warnings.catch_warnings():
+        # imageio's reader forks (a `preexec_fn`); JAX warns of that when an earlier test of the
+        # session imported it. The test of the writer, which must not fork, is the last one here
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        reader = imageio.get_reader(path, format="ffmpeg")
+        try:
+            return [frame for frame in reader]  # (list() asks its len(): infinite)
+        finally:
+            reader.close()
 
 
 def test_a_video_holds_every_frame_and_appears_only_when_closed(tmp_path):
