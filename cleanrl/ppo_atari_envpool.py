@@ -4,11 +4,12 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
 from cleanrl_utils.compile import compiled
-from cleanrl_utils.evals import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -190,7 +191,7 @@ def masked_mean(x, mask):
 
 @dataclass
 class Rollout:
-    """One rollout, shape (num_steps, num_envs). Observations stay uint8."""
+    """One rollout, shape (num_steps, num_envs), and GAE's advantages and returns; uint8 frames."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -202,13 +203,20 @@ class Rollout:
     # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
     # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
     valids: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
 
     @classmethod
     def zeros(cls, args, obs_shape, device):
         shape = (args.num_steps, args.num_envs)
         obs = torch.zeros(shape + obs_shape, dtype=torch.uint8, device=device)
         actions = torch.zeros(shape, dtype=torch.long, device=device)
-        return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(6)))
+        floats = {f.name: torch.zeros(shape, device=device) for f in fields(cls)}
+        return cls(**floats | dict(obs=obs, actions=actions))
+
+    def minibatch(self, inds):
+        """The transitions `inds` of the flattened rollout, every field: what `ppo_loss` reads."""
+        return type(self)(**{name: x.flatten(0, 1)[inds] for name, x in vars(self).items()})
 
 
 @torch.no_grad()
@@ -239,10 +247,11 @@ def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
     return next_obs, next_valid, finished
 
 
-def ppo_loss(agent, args, obs, actions, logprobs, advantages, returns, values, valids):
-    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
-    logratio = newlogprob - logprobs
+def ppo_loss(agent, args, mb):
+    """The clipped PPO loss of the minibatch `mb` (a Rollout), averaged over its valid transitions."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.actions)
+    logratio = newlogprob - mb.logprobs
+    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
     ratio = logratio.exp()
 
     with torch.no_grad():
@@ -279,15 +288,14 @@ def ppo_loss(agent, args, obs, actions, logprobs, advantages, returns, values, v
 
 def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
     """update_epochs passes over the rollout in shuffled minibatches; returns the last stats."""
-    batch = (rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
-    b = [x.flatten(0, 1) for x in (*batch, rollout.valids)]
+    rollout = replace(rollout, advantages=advantages, returns=returns)
     b_inds = np.arange(args.batch_size)
     clipfracs = []
     for epoch in range(args.update_epochs):
         np.random.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
             mb_inds = b_inds[start : start + args.minibatch_size]
-            loss, stats = ppo_loss(agent, args, *(x[mb_inds] for x in b))
+            loss, stats = ppo_loss(agent, args, rollout.minibatch(mb_inds))
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()

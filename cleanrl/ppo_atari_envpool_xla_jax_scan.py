@@ -7,8 +7,9 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import partial
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
-from cleanrl_utils.evals.jax_eval import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -275,6 +276,9 @@ class Rollout:
     # EnvPool resets an env on the step *after* it reported done and ignores that step's action:
     # such a transition is fake (reward 0, no decision made), so `valids` masks it out of the loss.
     valids: jax.Array
+    # what GAE computes from the rollout, once it is complete
+    advantages: jax.Array | None = None
+    returns: jax.Array | None = None
 
 
 @flax.struct.dataclass
@@ -317,10 +321,11 @@ def collect_rollout(rollout_step, params, env_state, num_steps):
     return env_state, rollout, games
 
 
-def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, values, valids):
-    """The clipped PPO loss of one minibatch, averaged over its valid transitions only."""
-    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, obs, actions)
-    logratio = newlogprob - logprobs
+def ppo_loss(agent, args, params, mb):
+    """The clipped PPO loss of the minibatch `mb` (a Rollout), averaged over its valid transitions."""
+    newlogprob, entropy, newvalue = agent.get_logprob_entropy_value(params, mb.obs, mb.actions)
+    logratio = newlogprob - mb.logprobs
+    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
     ratio = jnp.exp(logratio)
 
     # calculate approx_kl http://joschu.net/blog/kl-approx.html
@@ -349,14 +354,8 @@ def ppo_loss(agent, args, params, obs, actions, logprobs, advantages, returns, v
 
     entropy_loss = masked_mean(entropy, valids)
     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-    stats = dict(
-        value_loss=v_loss,
-        policy_loss=pg_loss,
-        entropy=entropy_loss,
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
+    stats = dict(value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss)
+    stats |= dict(old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=clipfrac)
     return loss, jax.lax.stop_gradient(stats)
 
 
@@ -372,23 +371,23 @@ def update(agent, args, agent_state, rollout, advantages, returns, key):
     """update_epochs passes over the rollout in shuffled minibatches, all inside `jax.lax.scan`
     (jit the whole); returns the last minibatch's statistics, with clipfrac averaged over all
     minibatches."""
-    b = rollout.obs, rollout.actions, rollout.logprobs, advantages, returns, rollout.values
-    batch = [x.reshape((args.batch_size,) + x.shape[2:]) for x in (*b, rollout.valids)]
+    rollout = rollout.replace(advantages=advantages, returns=returns)
+    batch = jax.tree_util.tree_map(lambda x: x.reshape((args.batch_size,) + x.shape[2:]), rollout)
     unroll = scan_unroll()
     grad_fn = jax.value_and_grad(partial(ppo_loss, agent, args), has_aux=True)
 
     def update_minibatch(agent_state, minibatch):
-        (loss, stats), grads = grad_fn(agent_state.params, *minibatch)
+        (loss, stats), grads = grad_fn(agent_state.params, minibatch)
         return agent_state.apply_gradients(grads=grads), dict(stats, loss=loss)
 
     def update_epoch(carry, _):
         agent_state, key, stopped = carry
         key, permutation_key = jax.random.split(key)
         b_inds = jax.random.permutation(permutation_key, args.batch_size)
-        minibatches = [
-            x[b_inds].reshape((args.num_minibatches, args.minibatch_size) + x.shape[1:])
-            for x in batch
-        ]
+        shape = (args.num_minibatches, args.minibatch_size)
+        minibatches = jax.tree_util.tree_map(
+            lambda x: x[b_inds].reshape(shape + x.shape[1:]), batch
+        )
 
         # once an epoch ends above the target KL, the remaining epochs change nothing
         ran = ~stopped
@@ -453,10 +452,6 @@ if __name__ == "__main__":
     state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
     agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
 
-    def checkpoint_state():  # what a checkpoint holds: read only when one is written
-        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)
-        return state
-
     # TRY NOT TO MODIFY: start the game
     global_step, start_time = run.global_step, run.start_time
     next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
@@ -501,13 +496,13 @@ if __name__ == "__main__":
         explained_var = explained_variance(rollout.values, returns, rollout.valids)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
-        iteration_time = sum(run.laps.values())  # rollout, advantages, update
-        writer.add_scalar("charts/SPS_update", args.batch_size / iteration_time, global_step)
-        run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
+        writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
+        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)  # checkpointed
+        run.end_iteration(iteration, global_step, avg_returns, state)
         if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
             break
 
     envs.close()
     # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
-    save_and_evaluate(run, agent, agent_state.params, make_env, EpisodeStatistics)
+    save_and_evaluate(run, agent, make_env, EpisodeStatistics, params=agent_state.params)
     sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

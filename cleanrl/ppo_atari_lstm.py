@@ -4,13 +4,14 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils import atari_wrappers
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args
-from cleanrl_utils.evals import save_and_evaluate
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -211,7 +212,7 @@ def compute_advantages(rollout, next_value, gamma, gae_lambda):
 
 @dataclass
 class Rollout:
-    """One rollout, shape (num_steps, num_envs). Observations stay uint8."""
+    """One rollout, shape (num_steps, num_envs), and GAE's advantages and returns; uint8 frames."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -224,13 +225,20 @@ class Rollout:
     dones: torch.Tensor
     # every transition is real (same-step reset); a truncated episode's last value, to bootstrap:
     final_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
 
     @classmethod
     def zeros(cls, args, obs_shape, device):
         shape = (args.num_steps, args.num_envs)
         obs = torch.zeros(shape + obs_shape, dtype=torch.uint8, device=device)
         actions = torch.zeros(shape, dtype=torch.long, device=device)
-        return cls(obs, actions, *(torch.zeros(shape, device=device) for _ in range(7)))
+        floats = {f.name: torch.zeros(shape, device=device) for f in fields(cls)}
+        return cls(**floats | dict(obs=obs, actions=actions))
+
+    def minibatch(self, envs):
+        """Every field's sequences of the envs `envs`, flattened time-major: what `ppo_loss` reads."""
+        return type(self)(**{name: x[:, envs].flatten(0, 1) for name, x in vars(self).items()})
 
 
 @torch.no_grad()
@@ -272,13 +280,14 @@ def collect_rollout(agent, envs, rollout, next_obs, next_done, next_lstm_state, 
     return next_obs, next_done, next_lstm_state, finished
 
 
-def ppo_loss(agent, args, obs, lstm_state, dones, actions, logprobs, advantages, returns, values):
-    """The clipped PPO loss of one minibatch of whole env sequences (time-major), whose LSTM
-    states are re-computed from `lstm_state`, the state at the start of the rollout."""
+def ppo_loss(agent, args, mb, lstm_state):
+    """The clipped PPO loss of the minibatch `mb` (a Rollout of whole env sequences, time-major),
+    whose LSTM states are re-computed from `lstm_state`, the state at the start of the rollout."""
     _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-        obs, lstm_state, dones, actions
+        mb.obs, lstm_state, mb.dones, mb.actions
     )
-    logratio = newlogprob - logprobs
+    logratio = newlogprob - mb.logprobs
+    advantages, returns, values = mb.advantages, mb.returns, mb.values
     ratio = logratio.exp()
 
     with torch.no_grad():
@@ -315,17 +324,14 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, initi
     """update_epochs passes over shuffled minibatches of whole env sequences; returns the stats."""
     envs_per_batch = args.num_envs // args.num_minibatches
     env_inds = np.arange(args.num_envs)
-    batch = (rollout.dones, rollout.actions, rollout.logprobs, advantages, returns, rollout.values)
+    rollout = replace(rollout, advantages=advantages, returns=returns)
     clipfracs = []
     for epoch in range(args.update_epochs):
         np.random.shuffle(env_inds)
         for start in range(0, args.num_envs, envs_per_batch):
             mb_envs = env_inds[start : start + envs_per_batch]
-            # (num_steps, envs) slices flattened time-major, the order `Agent.get_states` expects
-            mb_obs = rollout.obs[:, mb_envs].flatten(0, 1)
             mb_state = tuple(s[:, mb_envs] for s in initial_lstm_state)
-            mb = [x[:, mb_envs].reshape(-1) for x in batch]
-            loss, stats = ppo_loss(agent, args, mb_obs, mb_state, *mb)
+            loss, stats = ppo_loss(agent, args, rollout.minibatch(mb_envs), mb_state)
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()

@@ -1,5 +1,2 @@
-"""Plumbing shared by the single-file scripts in cleanrl/ (see docs/layout.md)."""
-
-from cleanrl_utils import extras
-
-extras.install()  # a missing optional dependency: one line saying what to install
+"""Plumbing shared by the single-file scripts in cleanrl/ (see docs/layout.md). Importing it, or
+any of its modules but `entry` (the scripts' first import), changes no global state."""

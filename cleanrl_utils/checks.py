@@ -34,9 +34,9 @@ def fail(message: str, code: int = USAGE_ERROR):
 
 
 def check_ppo_args(args, whole_sequences: bool = False) -> None:
-    """The batch arithmetic that every PPO script in cleanrl/ relies on, and what `--upload-model`
-    needs (`cleanrl_utils.huggingface.auth`); `whole_sequences`: the minibatches are made of whole
-    env sequences (the LSTM's), so they must divide the envs."""
+    """The batch arithmetic that every PPO script in cleanrl/ relies on (what `--upload-model`
+    needs is checked by `Run`); `whole_sequences`: the minibatches are made of whole env
+    sequences (the LSTM's), so they must divide the envs."""
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
         value = getattr(args, name)
         if value <= 0:
@@ -70,12 +70,6 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
             f"--total-timesteps {args.total_timesteps} is smaller than one batch "
             f"(num_envs * num_steps = {batch_size}): nothing would be trained"
         )
-    if getattr(args, "upload_model", False):  # before training, not after it
-        from cleanrl_utils.huggingface.auth import upload_problem
-
-        problem = upload_problem(args)
-        if problem:
-            fail(problem)
 
 
 def game_of(env_id: str) -> str:

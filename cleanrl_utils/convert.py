@@ -19,6 +19,7 @@ from typing import Annotated
 
 import tyro
 
+from cleanrl_utils import extras
 from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
@@ -68,4 +69,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
     main()

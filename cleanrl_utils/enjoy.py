@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from cleanrl_utils import extras
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
@@ -108,4 +109,5 @@ def main(argv=None) -> list[float]:
 
 
 if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
     main()

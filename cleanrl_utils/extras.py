@@ -1,9 +1,10 @@
 """A missing optional dependency is one line naming the install command, not a traceback.
 
-The scripts import `cleanrl_utils` before their third-party packages (the project's import order
-puts first-party imports first), and importing the package installs `missing_extra_hook` as
-`sys.excepthook`: a `ModuleNotFoundError` for a module of one of the project's extras that no one
-catches then prints `error: ... pip install ...` and exits with code 2, also for `--help`.
+The scripts import `cleanrl_utils.entry` before their third-party packages (the project's import
+order puts first-party imports first), which installs `missing_extra_hook` as `sys.excepthook`, as
+the `python -m` tools do with `install()`: a `ModuleNotFoundError` for a module of one of the
+project's extras that no one catches then prints `error: ... pip install ...` and exits with code
+2, also for `--help`. Importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ EXTRA_OF = {
     "imageio_ffmpeg": "video",
     "matplotlib": "report",
     "huggingface_hub": "hub",
+    "optuna": "optuna",
 }
 # the command that installs an extra, pinned (the first line of its requirements file says so too)
 INSTALL = {
@@ -33,6 +35,7 @@ INSTALL = {
     "video": 'pip install -r requirements/requirements-video.txt -e ".[video]"',
     "report": 'pip install -r requirements/requirements-report.txt -e ".[report]"',
     "hub": 'pip install -r requirements/requirements-hub.txt -e ".[hub]"',
+    "optuna": 'pip install -r requirements/requirements-optuna.txt -e ".[optuna]"',
 }
 
 
@@ -62,7 +65,7 @@ def program_name() -> str:
 
 def missing_extra_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
     message = missing_extra(exc)
-    if message is None:
+    if message is None or hasattr(sys, "ps1"):  # (an interactive session goes on)
         previous(exc_type, exc, traceback)
         return
     print(message, file=sys.stderr, flush=True)

@@ -124,10 +124,26 @@ def newest_readable(files: list[Path]) -> tuple[Path, dict] | None:
     return None
 
 
-def reconcile_args(args, payload: dict, script: str, file: Path) -> None:
-    """Arguments left at their defaults take the checkpoint's values (the derived sizes are
-    derived again afterwards); a contradicting one, or a checkpoint of another script, is an
-    error."""
+def given_flags(args, argv: list[str]) -> set[str]:
+    """The fields of `args` that the command line `argv` names, as tyro accepts them: `--flag value`,
+    `--flag=value`, a boolean's `--flag` and `--no-flag`, with dashes or underscores."""
+    names = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(args) if f.init}
+    given = set()
+    for token in argv:
+        if not token.startswith("--"):
+            continue  # a value (tyro takes no abbreviations, nor short forms of these flags)
+        flag = token[2:].partition("=")[0].replace("_", "-")
+        if flag not in names and flag.startswith("no-"):
+            flag = flag[len("no-") :]
+        if flag in names:
+            given.add(names[flag])
+    return given
+
+
+def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]) -> None:
+    """The arguments `given` (on the command line) or not at their defaults (set in code) must
+    agree with the checkpoint's; the others take its values (the derived sizes are derived again
+    afterwards). A contradicting one, or a checkpoint of another script, is an error."""
     saved_script, saved_args = payload.get("script"), payload.get("args", {})
     if saved_script != script:
         fail(f"--resume: {file} was written by {saved_script}.py, not {script}.py")
@@ -135,19 +151,21 @@ def reconcile_args(args, payload: dict, script: str, file: Path) -> None:
     for name, saved in saved_args.items():
         if name in FREE_ARGS or name in DERIVED_ARGS or name not in defaults:
             continue
-        given = getattr(args, name)
-        if given == saved:
+        value = getattr(args, name)
+        if value == saved:
             continue
-        if given == defaults[name]:
+        if name not in given and value == defaults[name]:
             setattr(args, name, saved)
             continue
         flag = "--" + name.replace("_", "-")
         fail(
             f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
-            f"{given!r} (drop {flag} or start a new run)"
+            f"{value!r} (drop {flag} or start a new run)"
         )
     for name in defaults:
-        if name not in saved_args and name not in FREE_ARGS and name not in DERIVED_ARGS:
+        if name in given or name in FREE_ARGS or name in DERIVED_ARGS:
+            continue
+        if name not in saved_args:
             flag = "--" + name.replace("_", "-")
             print(
                 f"warning: the checkpoint has no {flag} (a flag added since it was written); "

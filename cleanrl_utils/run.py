@@ -53,7 +53,7 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import fail
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import find_checkpoint, games_seed, reconcile_args
+from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
 from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
@@ -76,11 +76,15 @@ def signal_name(signum: int) -> str:
 class Run:
     """One training run: its folder, logs, checkpoints, progress and stop signals."""
 
-    def __init__(self, args, script_file: str, runs_dir: str = "runs"):
+    def __init__(
+        self, args, script_file: str, runs_dir: str = "runs", argv: list[str] | None = None
+    ):
         """Resolves `--resume` (exits with one `error:` line when it cannot, and with 0 when the
-        run has already finished): the arguments left at their defaults take the checkpoint's
-        values. Creates nothing on disk."""
+        run has already finished): the arguments neither given on the command line `argv`
+        (default: `sys.argv[1:]`) nor set in code take the checkpoint's values. Creates nothing
+        on disk."""
         self.args = args
+        self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
         self.script_file = script_file
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
@@ -106,6 +110,12 @@ class Run:
         self._lap_start = time.time()
         self.writer = None
         self.progress = None
+        self.previous_handlers: dict = {}  # what `start` replaced and `finish` puts back
+        self.finished = False
+        if getattr(args, "upload_model", False):  # what an upload needs: before any work
+            from cleanrl_utils.after_training import check_upload
+
+            check_upload(args)
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -116,7 +126,7 @@ class Run:
         file, self.payload = found
         self.name = self.payload["run_name"]
         self.runs_dir = Path(file).resolve().parent.parent
-        reconcile_args(self.args, self.payload, self.script, file)
+        reconcile_args(self.args, self.payload, self.script, file, self.given)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
         if done >= total:
@@ -162,7 +172,7 @@ class Run:
             self.writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_stop_signal)
+            self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
         print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
@@ -200,6 +210,12 @@ class Run:
         self.laps[phase] = now - self._lap_start
         self._lap_start = now
 
+    @property
+    def laps_s(self) -> float:
+        """The seconds this iteration's laps have timed so far (after the last lap: its rollout,
+        advantages and update, without the logging around them)."""
+        return sum(self.laps.values())
+
     def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
         and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
@@ -207,7 +223,7 @@ class Run:
         also sets `stop_requested`."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        self.iteration_s = time.time() - self._lap_start + sum(self.laps.values())
+        self.iteration_s = time.time() - self._lap_start + self.laps_s
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
@@ -316,9 +332,24 @@ class Run:
             return 0
         return INTERRUPTED_EXIT if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
 
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """Leaving a `with Run(...) as run:` block finishes the run, if it has not finished."""
+        self.finish()
+
     def finish(self) -> int:
-        """Closes TensorBoard and W&B, says where the run's files are. Returns the exit code."""
+        """Closes TensorBoard and W&B, says where the run's files are, and puts back the signal
+        handlers that `start` replaced (a notebook or a test carries on as before the run).
+        Returns the exit code."""
         code = self.exit_code()
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
+        self.previous_handlers = {}
+        if self.writer is None or self.finished:  # (never started, or finished already)
+            return code
+        self.finished = True
         if code == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:

@@ -120,10 +120,26 @@ def slurm_task() -> dict | None:
     return task or None
 
 
+TUNER_VARIABLE = "CLEANRL_TUNER"  # set by `cleanrl_utils.tuner`: the study and trial of a run
+
+
+def tuner_trial() -> dict | None:
+    """The tuner's study and trial this run belongs to (a JSON object in CLEANRL_TUNER), None
+    for a run started by hand."""
+    text = os.environ.get(TUNER_VARIABLE)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"unreadable": text}
+    return value if isinstance(value, dict) else {"unreadable": text}
+
+
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
-    typed (and where), the code version, the machine, the SLURM task."""
-    return {
+    typed (and where), the code version, the machine, the SLURM task, the tuner's trial."""
+    record = {
         "run_name": run_name,
         "args": dataclasses.asdict(args),
         "command": list(sys.argv),
@@ -134,6 +150,10 @@ def run_record(args, run_name: str) -> dict:
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
     }
+    tuner = tuner_trial()
+    if tuner is not None:
+        record["tuner"] = tuner
+    return record
 
 
 def hyperparameter_table(args) -> str:
@@ -151,7 +171,7 @@ def resumed_record(config_path: Path, record: dict) -> dict:
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
-    keys = ("command", "cwd", "git", "start_time", "slurm")
+    keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
     return original
 

@@ -237,15 +237,56 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
+# The floors of cleanrl_utils, lowest first: a module or subpackage imports from its own floor
+# and lower ones only (tests/test_docs.py). The run's lifecycle is the top floor.
+FLOORS = {
+    "base": [
+        "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
+        "scripts", "compile", "atari_wrappers", "benchmark",
+    ],
+    "tools": ["evals", "report", "convert", "tuner"],
+    "hub": ["huggingface", "enjoy"],
+    "lifecycle": ["resume", "run", "after_training"],
+}  # fmt: skip
+
+
+def unit(module: str) -> str:
+    """The module or subpackage of the package that `module` belongs to (`evals` for
+    `cleanrl_utils.evals.files`); the package itself for its `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_of(module: str) -> int | None:
+    """The index in FLOORS of the floor of `module`'s unit; None when FLOORS does not name it."""
+    for i, units in enumerate(FLOORS.values()):
+        if unit(module) in units:
+            return i
+    return None
+
+
+def unit_graph(graph: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The import graph between the package's modules and subpackages (a subpackage is one
+    node); the package's own `__init__` (which imports nothing) is left out."""
+    units: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        if "." not in name:
+            continue
+        units.setdefault(unit(name), set()).update(unit(d) for d in deps if "." in d)
+    return {name: sorted(deps - {name}) for name, deps in units.items()}
+
+
 def imports_table(package_dir: Path) -> str:
     graph = import_graph(package_dir)
     modules = package_modules(package_dir)
-    rows = ["| module | lines | imports from the package |", "|---|---:|---|"]
+    names = list(FLOORS)
+    rows = ["| module | floor | lines | imports from the package |", "|---|---|---:|---|"]
     for name in sorted(graph):
         lines = len(modules[name].read_text().splitlines())
         deps = ", ".join(f"`{d}`" for d in graph[name]) or "nothing"
-        rows.append(f"| `{name}` | {lines} | {deps} |")
-    cycle = import_cycle(graph)
+        floor = floor_of(name)
+        rows.append(f"| `{name}` | {'' if floor is None else names[floor]} | {lines} | {deps} |")
+    cycle = import_cycle(graph) or import_cycle(unit_graph(graph))
     note = f"Import circle: {' -> '.join(cycle)}" if cycle else "No module imports itself back."
     return "\n".join(rows) + f"\n\n{note}"
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import fields
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,12 @@ def script_env(cwd: str | os.PathLike, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def as_minibatch(batch: dict, rollout_class):
+    """The arrays of `batch` as the minibatch a script's `ppo_loss` takes: a `rollout_class` (the
+    script's Rollout), the fields the loss does not read None."""
+    return rollout_class(**{f.name: batch.get(f.name) for f in fields(rollout_class)})
 
 
 def start_script(

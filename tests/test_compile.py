@@ -14,6 +14,7 @@ from conftest import (
     LOGGED_EVERY_ITERATION,
     REPO_ROOT,
     ScriptProcess,
+    as_minibatch,
     assert_usage_error,
     module_runs,
     run_script,
@@ -66,7 +67,7 @@ def one_torch_thread():
 
 def loss_and_gradients(loss_fn, agent, args, batch):
     agent.zero_grad()
-    loss, stats = loss_fn(agent, args, *batch.values())
+    loss, stats = loss_fn(agent, args, as_minibatch(batch, envpool_script.Rollout))
     loss.backward()
     return loss.detach(), stats, [p.grad.clone() for p in agent.parameters()]
 

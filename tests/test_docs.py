@@ -89,6 +89,26 @@ def test_cleanrl_utils_has_no_import_circle(tmp_path):
     assert hooks.import_cycle(hooks.import_graph(package)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
 
 
+def test_cleanrl_utils_floors_import_nothing_from_higher_ones():
+    """Between subpackages too (a subpackage is one node), no circle, and each module imports
+    from its own floor (docs/hooks.py FLOORS) or lower ones: the evaluator knows nothing of the
+    Hub, the bad-input checks nothing of either, the lifecycle is the top."""
+    graph = hooks.import_graph(REPO_ROOT / "cleanrl_utils")
+    units = hooks.unit_graph(graph)
+    assert "huggingface" in units["after_training"]  # subpackages are seen as one node
+    assert hooks.import_cycle(units) is None, hooks.import_cycle(units)
+    unplaced = sorted({hooks.unit(m) for m in graph if "." in m and hooks.floor_of(m) is None})
+    assert not unplaced, f"give {unplaced} a floor in docs/hooks.py FLOORS"
+    upward = [
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if "." in module and "." in dep and hooks.floor_of(dep) > hooks.floor_of(module)
+    ]
+    assert upward == [], "these import from a higher floor"
+    assert hooks.import_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
+
+
 def test_published_page_shows_the_published_data():
     """docs/published.md and the file the report tool compares with hold the same numbers."""
     import csv

@@ -74,6 +74,38 @@ def test_the_evaluator_without_an_extra_names_the_command_as_typed(tmp_path, mod
     assert extras.INSTALL["jax"] in line
 
 
+def test_the_tuner_without_optuna_says_what_to_install(tmp_path):
+    proc = run_without(tmp_path, "optuna", ["-m", "cleanrl_utils.tuner", "--num-trials", "1"])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "needs the `optuna` extra" in line and extras.INSTALL["optuna"] in line
+    assert list(tmp_path.iterdir()) == [tmp_path / "sitecustomize.py"]  # nothing started
+
+
+def test_importing_cleanrl_utils_changes_no_global_state(tmp_path):
+    """Every module of the package but `entry` (the scripts' first import) leaves sys.excepthook
+    and the signal handlers as they were; `entry` installs the missing-extra hook."""
+    code = """
+import importlib, pkgutil, signal, sys
+def state():
+    return [sys.excepthook] + [signal.getsignal(s) for s in signal.valid_signals()]
+before = state()
+import cleanrl_utils
+names = [m.name for m in pkgutil.walk_packages(cleanrl_utils.__path__, "cleanrl_utils.")]
+for name in names:
+    if name != "cleanrl_utils.entry" and not name.endswith("__main__"):
+        importlib.import_module(name)
+assert state() == before, "an import changed sys.excepthook or a signal handler"
+assert len(names) > 30, names
+import cleanrl_utils.entry
+from cleanrl_utils.extras import missing_extra_hook
+assert sys.excepthook is missing_extra_hook
+"""
+    proc = run_without(tmp_path, "nothing", ["-c", code])
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_other_missing_modules_keep_their_traceback(tmp_path):
     """Only the extras' own modules become the one line: a typo stays a traceback."""
     proc = run_without(tmp_path, "nothing", ["-c", "import cleanrl_utils, no_such_module"])

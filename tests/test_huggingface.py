@@ -33,7 +33,9 @@ from conftest import (
     script_env,
 )
 from hub_server import LoopbackHub
-from test_checks import SCRIPT_CHECKS, usage_error
+from test_checks import SCRIPT_CHECKS, script_args
+
+from cleanrl_utils.run import Run
 
 pytest.importorskip("huggingface_hub")
 
@@ -276,16 +278,32 @@ def test_a_5xx_is_retried_and_then_the_folder_arrives(hub, monkeypatch, tmp_path
     assert error.value.code == 2 and "refused" in str(error.value)
 
 
+def refused_by_run(capsys, tmp_path, script: str, **flags) -> str:
+    """The one `error:` line with which `Run` (a script's first call after parsing its flags)
+    rejects `flags`, with exit code 2, having made nothing on disk."""
+    args = script_args(script, **flags)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        Run(args, str(REPO_ROOT / "cleanrl" / f"{script}.py"), str(tmp_path / "runs"), argv=[])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert not (tmp_path / "runs").exists()
+    return lines[0]
+
+
 @pytest.mark.parametrize("script_name", SCRIPT_CHECKS)
-def test_upload_model_without_a_token_is_refused_before_training(script_name, monkeypatch, capsys):
+def test_upload_model_without_a_token_is_refused_before_training(
+    script_name, monkeypatch, capsys, tmp_path
+):
     from huggingface_hub import constants
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", "/nonexistent/token")
-    line = usage_error(capsys, script_name, upload_model=True)
+    line = refused_by_run(capsys, tmp_path, script_name, upload_model=True)
     assert line.startswith("error: --upload-model: no Hugging Face token"), line
     monkeypatch.setenv("HF_TOKEN", "hf_x")
-    line = usage_error(capsys, script_name, upload_model=True, hf_entity="two/parts")
+    line = refused_by_run(capsys, tmp_path, script_name, upload_model=True, hf_entity="two/parts")
     assert "--hf-entity 'two/parts'" in line
 
 

@@ -17,7 +17,7 @@ PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
 REQUIREMENTS = REPO_ROOT / "requirements"
 # kept at a known-good pin in the lowest-versions file, not at their lower bound (see its header)
 NOT_AT_LOWER_BOUND = {"torch", "pytest"}
-# the extras that file covers; the JAX and hub extras (not tested at their bounds) and the dev
+# the extras that file covers; the JAX, hub and optuna extras (not tested at their bounds) and the dev
 # tools (not used by the code) are not in it
 LOWEST_EXTRAS = ["envpool", "atari", "video", "report"]
 

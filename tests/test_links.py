@@ -27,11 +27,12 @@ OUTPUTS = {
     "docs/throughput_table.md",  # `benchmark/throughput.py --markdown docs/throughput_table.md`
     "t.md",  # the same, in benchmark/throughput.py's docstring and docs/throughput.md
     "windows.md",  # one of the report tool's output files (`--windows`)
+    "trials.md",  # the tuner's table of a study's trials, in tuner_logs/STUDY/
+    "trials.csv",  # the same table as CSV
 }
 # Files of other projects, cited with the project they belong to.
 ELSEWHERE = {
     ("cleanrl_utils/data/atari_human_random_scores.csv", "atari_data.py"),  # rliable's
-    ("README.md", "cleanrl_utils/tuner.py"),  # CleanRL's, in "What is not here"
     ("README.md", "ppo_atari_multigpu.py"),  # CleanRL's, in "What is not here"
     # a Hugging Face Hub repository of CleanRL's (entity/name), not a path of ours
     ("docs/sharing.md", "cleanrl/Breakout-v5-ppo_atari_envpool_xla_jax_scan-seed1"),

@@ -33,6 +33,7 @@ from conftest import (
     LOGGED_EVERY_ITERATION,
     REPO_ROOT,
     ScriptProcess,
+    as_minibatch,
     assert_usage_error,
     describe,
     module_runs,
@@ -214,7 +215,7 @@ def jitted_loss_and_grad(script, agent, norm_adv, clip_vloss):
 
 def loss_stats_grads(script, agent, params, args, batch):
     loss_and_grad = jitted_loss_and_grad(script, agent, args.norm_adv, args.clip_vloss)
-    (loss, stats), grads = loss_and_grad(params, **batch)
+    (loss, stats), grads = loss_and_grad(params, as_minibatch(batch, script.Rollout))
     return float(loss), {k: float(v) for k, v in stats.items()}, grads
 
 
@@ -277,7 +278,9 @@ def test_loss_equals_torch_script_loss_on_same_weights(agent_and_params, norm_ad
     torch_batch = {k: torch.as_tensor(np.asarray(v)) for k, v in batch.items()}
     torch_batch["actions"] = torch_batch["actions"].long()
     torch_batch["valids"] = torch_batch["valids"].float()
-    torch_loss, torch_stats = torch_script.ppo_loss(torch_agent, args, **torch_batch)
+    torch_loss, torch_stats = torch_script.ppo_loss(
+        torch_agent, args, as_minibatch(torch_batch, torch_script.Rollout)
+    )
     torch_loss.backward()
 
     assert loss == pytest.approx(torch_loss.item(), rel=1e-4, abs=1e-6)

@@ -12,6 +12,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from conftest import as_minibatch
 
 from cleanrl.ppo_atari_envpool import Agent, Rollout, ppo_loss, update
 from cleanrl_utils.metrics import explained_variance
@@ -84,7 +85,7 @@ def perturb(batch, entries, seed=2):
 
 def loss_stats_grads(agent, args, batch):
     agent.zero_grad()
-    loss, stats = ppo_loss(agent, args, **batch)
+    loss, stats = ppo_loss(agent, args, as_minibatch(batch, Rollout))
     loss.backward()
     grads = {name: p.grad.detach().clone() for name, p in agent.named_parameters()}
     return loss.detach(), {k: v.detach() for k, v in stats.items()}, grads
@@ -204,7 +205,7 @@ def test_ratio_is_one_before_first_gradient_step():
     batch["logprobs"] = logprobs
     batch["values"] = values.flatten()
     batch["logprobs"][:4] += 5.0  # garbage on the invalid entries must not show either
-    _, stats = ppo_loss(agent, make_args(), **batch)
+    _, stats = ppo_loss(agent, make_args(), as_minibatch(batch, Rollout))
     assert abs(stats["approx_kl"].item()) < 1e-6
     assert abs(stats["old_approx_kl"].item()) < 1e-6
     assert stats["clipfrac"].item() == 0.0

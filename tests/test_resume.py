@@ -240,6 +240,10 @@ def test_a_contradicting_flag_on_resume_is_one_clear_error(finished_run, tmp_pat
         "error: --resume: the checkpoint was made with --num-envs 2, this command gives 4 "
         "(drop --num-envs or start a new run)"
     ], describe(done)
+    # a flag given at its default is given all the same: the checkpoint's 2 minibatches differ
+    done = run_script(["--resume", str(run_dir), "--num-minibatches=4"], tmp_path)
+    assert done.returncode == 2, describe(done)
+    assert "made with --num-minibatches 2, this command gives 4" in done.stderr, describe(done)
 
 
 def test_checkpoint_files_round_trip_and_detect_damage(tmp_path):

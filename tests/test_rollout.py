@@ -10,6 +10,8 @@ what EnvPool really returned (`elapsed_step` tells which steps' actions reached 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib
 import types
 from dataclasses import dataclass
 
@@ -281,3 +283,27 @@ def test_episode_statistics_does_not_count_ignored_steps():
     for a in acted:  # EnvPool's reward on an ignored (reset) step is 0
         assert stats.update(info([float(a)], [0]), np.array([False]), np.array([a])) == []
     assert stats.update(info([0.0], [1]), np.array([False]), np.array([True])) == [(4.0, 5)]
+
+
+@pytest.mark.parametrize("name", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm"])
+def test_rollout_fields_are_made_and_sliced_by_name(name):
+    """`Rollout.zeros` and `Rollout.minibatch` go by the fields' names: a field a researcher adds
+    (here `costs`) is allocated and sliced with the others, and reaches the loss's minibatch."""
+    script = importlib.import_module(f"cleanrl.{name}")
+    cls = dataclasses.make_dataclass("Rollout", [("costs", torch.Tensor)], bases=(script.Rollout,))
+    sizes = types.SimpleNamespace(num_steps=3, num_envs=4)
+    rollout = cls.zeros(sizes, (4, 84, 84), "cpu")
+    names = [f.name for f in dataclasses.fields(cls)]
+    assert names[-1] == "costs" and {"advantages", "returns", "values"} <= set(names)
+    for field in names:
+        x = getattr(rollout, field)
+        dtype = {"obs": torch.uint8, "actions": torch.long}.get(field, torch.float32)
+        shape = (3, 4, 4, 84, 84) if field == "obs" else (3, 4)
+        assert (x.dtype, tuple(x.shape), x.abs().sum().item()) == (dtype, shape, 0), field
+        x.copy_(torch.arange(x.numel()).reshape(x.shape))  # every entry tells where it was
+    inds = [1, 3] if name == "ppo_atari_lstm" else [7, 0, 5]  # envs, or flat transitions
+    mb = rollout.minibatch(inds)
+    for field in names:
+        x = getattr(rollout, field)
+        expected = x[:, inds].flatten(0, 1) if name == "ppo_atari_lstm" else x.flatten(0, 1)[inds]
+        assert torch.equal(getattr(mb, field), expected), field

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tyro
 from conftest import REPO_ROOT, read_scalars
 
 import cleanrl.ppo_atari_envpool as torch_script
@@ -28,8 +29,8 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.resume import games_seed
-from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, Run
+from cleanrl_utils.resume import games_seed, given_flags
+from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, STOP_SIGNALS, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
 SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
@@ -170,6 +171,47 @@ def test_resume_takes_the_checkpoints_arguments_for_the_flags_left_at_their_defa
     assert "resuming" in capsys.readouterr().out
 
 
+def test_a_flag_given_at_its_default_is_kept_on_resume_not_taken_from_the_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+    run = stopped_run(tmp_path, learning_rate=1e-3)
+    argv = ["--resume", str(run.dir), "--learning-rate", "2.5e-4"]  # 2.5e-4: the default
+    monkeypatch.setattr(sys, "argv", [SCRIPT, *argv])  # what Run reads when given no argv
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        Run(tyro.cli(torch_script.Args, args=argv), SCRIPT, runs_dir=str(tmp_path))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --resume: the checkpoint was made with --learning-rate 0.001, this command gives "
+        "0.00025 (drop --learning-rate or start a new run)"
+    ]
+    # not given, it comes from the checkpoint; given as saved, it is agreed
+    for argv in (["--resume", str(run.dir)], ["--resume", str(run.dir), "--learning_rate=1e-3"]):
+        args = tyro.cli(torch_script.Args, args=argv)
+        Run(args, SCRIPT, runs_dir=str(tmp_path), argv=argv)
+        assert args.learning_rate == 1e-3
+
+
+@pytest.mark.parametrize(
+    "argv, given",
+    [
+        (["--learning-rate", "2.5e-4", "--seed=1"], {"learning_rate", "seed"}),
+        (["--learning_rate", "2.5e-4", "--num_envs=8"], {"learning_rate", "num_envs"}),
+        (
+            ["--anneal-lr", "--no-norm-adv", "--no_clip_vloss"],
+            {"anneal_lr", "norm_adv", "clip_vloss"},
+        ),
+        (["--exp-name", "x", "--target-kl", "None"], {"exp_name", "target_kl"}),
+        (["--wandb-entity=--seed", "--resume", "auto"], {"wandb_entity", "resume"}),
+        ([], set()),
+    ],
+)
+def test_the_flags_given_are_read_from_the_command_line_as_tyro_reads_it(argv, given):
+    args = tyro.cli(torch_script.Args, args=argv)  # a form tyro accepts, or this raises
+    assert given_flags(args, argv) == given
+    assert given_flags(args, ["--batch-size", "8", "--no-such-flag"]) == set()  # not flags
+
+
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -269,6 +311,31 @@ def test_a_stop_signal_writes_a_checkpoint_stops_the_loop_and_exits_75(tmp_path,
     assert f"continue with: python {sys.argv[0]} --resume {run.dir})" in err
 
 
+def test_a_finished_run_puts_back_the_signal_handlers_it_replaced(tmp_path, capsys):
+    """A notebook or a test that used a Run carries on with its own handlers, whether the run
+    ends with `finish()`, with a `with` block, or after a stop signal."""
+
+    def mine(signum, frame):
+        pass
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, mine)
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    run = open_run(tmp_path)
+    assert all(signal.getsignal(signum) == run._on_stop_signal for signum in STOP_SIGNALS)
+    run.restore({})
+    os.kill(os.getpid(), signal.SIGUSR1)  # handled by the run: a checkpoint, then stop
+    run.end_iteration(1, 8, [], {})
+    assert run.finish() == CHECKPOINT_EXIT
+    assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
+    with open_run(tmp_path) as run:
+        assert signal.getsignal(signal.SIGTERM) == run._on_stop_signal
+        run.restore({})
+        run.end_iteration(1, 8, [], {})
+    assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
+    assert run.finished and run.finish() == 0  # finishing again changes nothing
+
+
 def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_path):
     run = open_run(tmp_path, checkpoint_every=1)
     writer = run.writer
@@ -290,6 +357,7 @@ def test_laps_time_each_phase_and_end_iteration_logs_them(tmp_path):
     run.lap("rollout")
     time.sleep(0.02)
     run.lap("update")
+    assert run.laps_s == run.laps["rollout"] + run.laps["update"] > 0.06
     run.end_iteration(1, 8, [3.0], {})
     run.finish()
     scalars = read_scalars(run.dir)

@@ -31,25 +31,12 @@ from gymnasium.vector import AutoresetMode
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals.common import (
     evaluation_video_dir,
-    finish_training,
     game_over,
     parse_eval_args,
     summary,
     with_training_env,
 )
-from cleanrl_utils.evals.files import Model, model_script, read_model, save_torch_model
-
-
-def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu") -> None:
-    """What a script does after training (`finish_training`): the model file, the evaluation
-    games, the upload."""
-    finish_training(
-        run,
-        lambda path: save_torch_model(path, agent, run.args, run.script_file),
-        lambda **games: evaluate(
-            agent, with_training_env(make_env, run.args), episode_statistics, device=device, **games
-        ),
-    )
+from cleanrl_utils.evals.files import Model, model_script, read_model
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):

@@ -1,6 +1,6 @@
 """What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: the
-command line, how a finished game is reported, and what a script does after training
-(`finish_training`). Model files are `cleanrl_utils.evals.files`."""
+command line and how a finished game is reported. Model files are `cleanrl_utils.evals.files`;
+what a script does after training is the lifecycle's (`cleanrl_utils.after_training`)."""
 
 from __future__ import annotations
 
@@ -38,37 +38,6 @@ def with_training_env(make_env, args):
     args = args if isinstance(args, dict) else vars(args)
     options = {k: args[k] for k in ("max_episode_steps",) if args.get(k) is not None}
     return functools.partial(make_env, **options) if options else make_env
-
-
-def finish_training(run, save, evaluate) -> None:
-    """What a script does after training, with its own `save(path)` (writes the model file) and
-    `evaluate(env_id=, eval_episodes=, seed=, video_dir=)` (plays the games, returns their
-    scores): with `--save-model`, writes `{run.dir}/{exp_name}.cleanrl_model`; with
-    `--save-model` or `--capture-video`, plays `--eval-episodes` games with a new seed
-    (`seed + 1`), recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's
-    score as `eval/episodic_return`; with `--upload-model` (which implies both), then pushes the
-    run to the Hugging Face Hub (`cleanrl_utils.huggingface`). Nothing after a stop signal: the
-    run is not over."""
-    args = run.args
-    upload = getattr(args, "upload_model", False)
-    if run.stop_requested or not (args.save_model or args.capture_video or upload):
-        return
-    if args.save_model or upload:
-        save(run.dir / f"{args.exp_name}.cleanrl_model")
-    video_dir = f"videos/{run.name}" if args.capture_video or upload else None
-    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
-    episodic_returns = evaluate(
-        env_id=args.env_id,
-        eval_episodes=args.eval_episodes,
-        seed=args.seed + 1,
-        video_dir=video_dir,
-    )
-    for idx, episodic_return in enumerate(episodic_returns):
-        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
-    if upload:
-        from cleanrl_utils.huggingface.push import push_after_training
-
-        push_after_training(run, episodic_returns, video_dir)
 
 
 @dataclass

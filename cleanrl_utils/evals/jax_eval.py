@@ -27,28 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import extras
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals.common import (
     evaluation_video_dir,
-    finish_training,
     game_over,
     parse_eval_args,
     summary,
     with_training_env,
 )
-from cleanrl_utils.evals.files import Model, model_script, read_model, save_jax_model
-
-
-def save_and_evaluate(run, agent, params, make_env, episode_statistics) -> None:
-    """What a JAX script does after training (`finish_training`): the model file, the evaluation
-    games, the upload."""
-    finish_training(
-        run,
-        lambda path: save_jax_model(path, params, run.args, run.script_file),
-        lambda **games: evaluate(
-            agent, params, with_training_env(make_env, run.args), episode_statistics, **games
-        ),
-    )
+from cleanrl_utils.evals.files import Model, model_script, read_model
 
 
 def jax_agent(model: Model, script):
@@ -182,4 +170,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
     main()

@@ -1,3 +1,5 @@
+from cleanrl_utils import extras
 from cleanrl_utils.huggingface.push import main
 
+extras.install()  # a missing optional package: one line naming its install command
 main()

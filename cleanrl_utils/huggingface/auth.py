@@ -1,9 +1,9 @@
 """What an upload needs before any work is done: the packages, a token, a valid repository id.
 
-`check_ppo_args` asks `upload_problem` before training starts (a run must not train for hours and
-then fail for want of a token); `python -m cleanrl_utils.huggingface` asks `hub_problem` before
-building the repository folder. Imports nothing of this project but `extras`, so that
-`cleanrl_utils.checks` may import it.
+A run with `--upload-model` asks `upload_problem` before training starts
+(`cleanrl_utils.after_training.check_upload`: a run must not train for hours and then fail for
+want of a token); `python -m cleanrl_utils.huggingface` asks `hub_problem` before building the
+repository folder. Imports nothing of this project but `extras`.
 """
 
 from __future__ import annotations
@@ -63,6 +63,6 @@ def hub_problem(args: dict, entity: str | None, need_token: bool = True) -> str 
 
 
 def upload_problem(args) -> str | None:
-    """`hub_problem` of a script's `Args` with `--upload-model`, as `check_ppo_args` asks it."""
+    """`hub_problem` of a script's `Args` with `--upload-model`, asked before training."""
     problem = hub_problem(vars(args), args.hf_entity)
     return f"--upload-model: {problem}" if problem else None

@@ -138,22 +138,6 @@ def retry_command(run_dir: Path, entity: str | None) -> str:
     return f"python -m cleanrl_utils.huggingface {run_dir}{flag}"
 
 
-def push_after_training(run, episodic_returns: list[float], video_dir: str | None) -> None:
-    """`--upload-model`: pushes the finished run. A failure closes the run (its model and logs
-    stay on disk) and exits with one line that says how to push it again."""
-    run.writer.flush()  # the event file holds the evaluation
-    entity = run.args.hf_entity
-    try:
-        url = push_run(run.dir, entity, episodic_returns, video_dir)
-    except PushError as exc:
-        run.finish()
-        fail(
-            f"{exc}; the run is kept in {run.dir}: push it with `{retry_command(run.dir, entity)}`",
-            exc.code,
-        )
-    print(f"pushed to {url}")
-
-
 @dataclass
 class PushArgs:
     """Push a finished run (trained with --save-model or --upload-model) to the Hugging Face Hub,

@@ -2,7 +2,9 @@
 
 import sys
 
+from cleanrl_utils import extras
 from cleanrl_utils.report.cli import main
 
 if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
     sys.exit(main())

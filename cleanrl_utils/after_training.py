@@ -1,0 +1,86 @@
+"""The run's lifecycle after its training loop: the model file, the evaluation games and the
+upload, with `--save-model`, `--capture-video` and `--upload-model`. The top floor, beside `run`:
+it calls the evaluators (`cleanrl_utils.evals`) and the Hub (`cleanrl_utils.huggingface`), which
+import nothing of it."""
+
+from __future__ import annotations
+
+from cleanrl_utils.checks import fail
+from cleanrl_utils.evals import evaluate, jax_eval
+from cleanrl_utils.evals.common import with_training_env
+from cleanrl_utils.evals.files import save_jax_model, save_torch_model
+from cleanrl_utils.huggingface.auth import upload_problem
+from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
+
+
+def check_upload(args) -> None:
+    """What `--upload-model` needs (the packages, a token, a valid repository id), checked by
+    `Run` before training: a run must not train for hours and then fail for want of a token."""
+    problem = upload_problem(args)
+    if problem:
+        fail(problem)
+
+
+def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):
+    """What a script does after training (`finish_training`) with its agent: a torch module, or
+    with `params` (the JAX scripts) a JAX agent and its parameters."""
+    args = run.args
+
+    def save(path):
+        if params is None:
+            save_torch_model(path, agent, args, run.script_file)
+        else:
+            save_jax_model(path, params, args, run.script_file)
+
+    def play(**games):
+        envs = with_training_env(make_env, args)
+        if params is None:
+            return evaluate(agent, envs, episode_statistics, device=device, **games)
+        return jax_eval.evaluate(agent, params, envs, episode_statistics, **games)
+
+    finish_training(run, save, play)
+
+
+def finish_training(run, save, evaluate) -> None:
+    """What a script does after training, with its own `save(path)` (writes the model file) and
+    `evaluate(env_id=, eval_episodes=, seed=, video_dir=)` (plays the games, returns their
+    scores): with `--save-model`, writes `{run.dir}/{exp_name}.cleanrl_model`; with
+    `--save-model` or `--capture-video`, plays `--eval-episodes` games with a new seed
+    (`seed + 1`), recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's
+    score as `eval/episodic_return`; with `--upload-model` (which implies both), then pushes the
+    run to the Hugging Face Hub (`push_after_training`). Nothing after a stop signal: the run is
+    not over."""
+    args = run.args
+    upload = getattr(args, "upload_model", False)
+    if run.stop_requested or not (args.save_model or args.capture_video or upload):
+        return
+    if args.save_model or upload:
+        save(run.dir / f"{args.exp_name}.cleanrl_model")
+    video_dir = f"videos/{run.name}" if args.capture_video or upload else None
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
+    episodic_returns = evaluate(
+        env_id=args.env_id,
+        eval_episodes=args.eval_episodes,
+        seed=args.seed + 1,
+        video_dir=video_dir,
+    )
+    for idx, episodic_return in enumerate(episodic_returns):
+        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
+    if upload:
+        push_after_training(run, episodic_returns, video_dir)
+
+
+def push_after_training(run, episodic_returns: list[float], video_dir: str | None) -> None:
+    """`--upload-model`: pushes the finished run. A failure closes the run (its model and logs
+    stay on disk) and exits with one line that says how to push it again."""
+    run.writer.flush()  # the event file holds the evaluation
+    entity = run.args.hf_entity
+    try:
+        url = push_run(run.dir, entity, episodic_returns, video_dir)
+    except PushError as exc:
+        run.finish()
+        fail(
+            f"{exc}; the run is kept in {run.dir}: push it with `{retry_command(run.dir, entity)}`",
+            exc.code,
+        )
+    print(f"pushed to {url}")

@@ -1,0 +1,10 @@
+"""`python -m cleanrl_utils.tuner`: see `cli.py` and docs/tuning.md."""
+
+import sys
+
+from cleanrl_utils import extras
+from cleanrl_utils.tuner.cli import main
+
+if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
+    sys.exit(main())

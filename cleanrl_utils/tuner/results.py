@@ -1,0 +1,167 @@
+"""A study's results: a table of every trial (markdown and CSV), a plot of the objective against
+the trial number (with the `report` extra), and the best trial's flags as a ready command."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import shlex
+
+from optuna.trial import TrialState
+
+from cleanrl_utils.report.tables import markdown_table
+from cleanrl_utils.runs import atomic_write_bytes
+
+HEADER = ["trial", "state", "objective", "flags", "runs", "note"]
+
+
+def state_of(trial) -> str:
+    if trial.user_attrs.get("interrupted"):
+        return "INTERRUPTED"  # (Optuna: FAIL) resumed by a later trial with the same flags
+    return trial.state.name
+
+
+def objective_of(trial) -> float | None:
+    """A complete trial's value; a pruned one's last intermediate value."""
+    if trial.state == TrialState.COMPLETE:
+        return trial.value
+    if trial.state == TrialState.PRUNED and trial.intermediate_values:
+        return trial.intermediate_values[max(trial.intermediate_values)]
+    return None
+
+
+def note_of(trial) -> str:
+    attrs = trial.user_attrs
+    notes = []
+    if "resumes" in attrs:
+        notes.append(f"resumes trial {attrs['resumes']}")
+    if attrs.get("interrupted"):
+        notes.append("stopped by Ctrl-C; resumed in a new trial")
+    if trial.state == TrialState.PRUNED and "pruned_at_step" in attrs:
+        notes.append(f"pruned at step {attrs['pruned_at_step']:,}")
+    if trial.state == TrialState.FAIL and "error" in attrs and not attrs.get("interrupted"):
+        notes.append(attrs["error"].splitlines()[0])
+    return "; ".join(notes)
+
+
+def rows(study) -> list[list[str]]:
+    out = []
+    for trial in study.get_trials(deepcopy=False):
+        value = objective_of(trial)
+        runs = trial.user_attrs.get("runs") or {}
+        out.append(
+            [
+                str(trial.number),
+                state_of(trial),
+                "" if value is None else f"{value:.6g}",
+                " ".join(trial.user_attrs.get("flags", [])),
+                " ".join(r["dir"] for r in runs.values() if r.get("dir")),
+                note_of(trial),
+            ]
+        )
+    return out
+
+
+def steps_saved(study) -> tuple[int, int]:
+    """(environment steps run, steps had every trial run to its end) over the complete and
+    pruned trials: what pruning saved is the difference. A run never started counts with the
+    budget of its trial's other runs."""
+    ran = budget = 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        runs = list((trial.user_attrs.get("runs") or {}).values())
+        budgets = [r["budget"] for r in runs if r.get("budget")]
+        if not budgets:
+            continue
+        ran += sum(r.get("steps") or 0 for r in runs)
+        budget += sum(r.get("budget") or budgets[0] for r in runs)
+    return ran, budget
+
+
+def summary(study) -> str:
+    counts = {}
+    for trial in study.get_trials(deepcopy=False):
+        counts[state_of(trial)] = counts.get(state_of(trial), 0) + 1
+    text = ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+    ran, budget = steps_saved(study)
+    if budget:
+        text += (
+            f". Environment steps: {ran:,} run of {budget:,} had every trial run to its end "
+            f"(pruning saved {budget - ran:,}, {(budget - ran) / budget:.0%})"
+        )
+    return f"Trials: {text}.\n"
+
+
+def write_all(tuner, study) -> None:
+    """trials.md, trials.csv and (with matplotlib) trials.png under the study's log folder."""
+    table = rows(study)
+    folder = tuner.log_dir
+    md = [[c.replace("|", "\\|") for c in row] for row in table]
+    text = f"# Study {tuner.study_name}\n\n{summary(study)}\n" + markdown_table(
+        HEADER, md, ["r", "l", "r", "l", "l", "l"]
+    )
+    atomic_write_bytes(folder / "trials.md", text.encode())
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(HEADER)
+    writer.writerows(table)
+    atomic_write_bytes(folder / "trials.csv", buffer.getvalue().encode())
+    if importlib.util.find_spec("matplotlib") is not None:
+        plot(study, tuner, folder / "trials.png")
+
+
+def plot(study, tuner, path) -> None:
+    """The objective of each complete trial, the last value of each pruned one, and the best so
+    far."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    trials = study.get_trials(deepcopy=False)
+    for state, style in ((TrialState.COMPLETE, "o"), (TrialState.PRUNED, "x")):
+        points = [(t.number, objective_of(t)) for t in trials if t.state == state]
+        points = [(n, v) for n, v in points if v is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, label=state.name.lower())
+    complete = [(t.number, t.value) for t in trials if t.state == TrialState.COMPLETE]
+    if complete:
+        best, xs, ys = None, [], []
+        better = max if tuner.direction == "maximize" else min
+        for number, value in complete:
+            best = value if best is None else better(best, value)
+            xs.append(number)
+            ys.append(best)
+        ax.step(xs, ys, where="post", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(f"objective ({tuner.aggregation_type} of {tuner.metric})")
+    ax.set_title(f"study {tuner.study_name}")
+    ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def print_best(tuner, study):
+    """Prints the best trial and its flags as ready commands; returns it (None if none)."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    print(f"======= results: {tuner.log_dir / 'trials.md'} (and .csv, .png)")
+    print(summary(study), end="")
+    if not complete:
+        print("no trial completed")
+        return None
+    best = study.best_trial
+    flags = [*tuner.script_args, *best.user_attrs.get("flags", [])]
+    command = shlex.join(["python", tuner.script, *flags])
+    print(f"best trial: {best.number}, objective {best.value:.6g}")
+    print(f"  one run:   {command} --env-id {shlex.quote(tuner.env_ids[0])} --seed 1")
+    env_ids = " ".join(shlex.quote(e) for e in tuner.env_ids)
+    print(
+        f"  benchmark: python -m cleanrl_utils.benchmark --env-ids {env_ids} --num-seeds 3 "
+        f"--workers 1 --command {shlex.quote(command)}",
+        flush=True,
+    )
+    return best

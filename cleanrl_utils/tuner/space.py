@@ -1,0 +1,196 @@
+"""The search space and the script's flags: `--param NAME=KIND:ARGS` parsed into a `params_fn`,
+the script's own flags read from its `--help`, and a trial's parameters written as flags."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = {
+    "uniform": "uniform:LOW:HIGH, a float drawn uniformly",
+    "loguniform": "loguniform:LOW:HIGH, a float drawn uniformly on a log scale (LOW > 0)",
+    "int": "int:LOW:HIGH, an integer from LOW to HIGH, both included",
+    "logint": "logint:LOW:HIGH, an integer on a log scale (LOW > 0)",
+    "categorical": "categorical:A,B,C, one of the values, passed to the script as written",
+}
+# set by the tuner for every run: not tunable, not allowed among the fixed flags
+TUNER_FLAGS = ("env-id", "seed", "exp-name", "resume")
+FLAG = re.compile(r"(?<![\w-])--([A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+class SpaceError(ValueError):
+    """A search space or flag that cannot be used; the message is the `error:` line."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One dimension of the search space: the script's flag (`learning-rate`) and its range."""
+
+    name: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def suggest(self, trial):
+        if self.kind == "categorical":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.kind in ("int", "logint"):
+            return trial.suggest_int(
+                self.name, int(self.low), int(self.high), log=self.kind == "logint"
+            )
+        return trial.suggest_float(self.name, self.low, self.high, log=self.kind == "loguniform")
+
+
+def parse_param(text: str) -> Param:
+    """`learning-rate=loguniform:1e-5:1e-3` -> Param. Raises SpaceError saying what is wrong."""
+    name, sep, spec = text.partition("=")
+    name = name.strip().removeprefix("--")
+    kind, _, rest = spec.partition(":")
+    if not sep or not name or kind not in KINDS:
+        raise SpaceError(
+            f"--param {text!r}: expected NAME=KIND:ARGS with KIND one of {', '.join(KINDS)} "
+            "(e.g. learning-rate=loguniform:1e-5:1e-3, num-minibatches=categorical:2,4,8)"
+        )
+    if kind == "categorical":
+        choices = tuple(c.strip() for c in rest.split(",") if c.strip())
+        if not choices:
+            raise SpaceError(f"--param {text!r}: the categorical range is empty (no values)")
+        if len(set(choices)) < len(choices):
+            raise SpaceError(f"--param {text!r}: a categorical value is repeated")
+        return Param(name, kind, choices=choices)
+    bounds = rest.split(":")
+    try:
+        if len(bounds) != 2:
+            raise ValueError
+        low, high = (int(b) if kind in ("int", "logint") else float(b) for b in bounds)
+    except ValueError:
+        number = "integers" if kind in ("int", "logint") else "numbers"
+        raise SpaceError(f"--param {text!r}: expected {KINDS[kind]} (two {number})") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise SpaceError(f"--param {text!r}: the bounds must be finite")
+    if low > high:
+        raise SpaceError(f"--param {text!r}: the range is empty (low {low} > high {high})")
+    if kind in ("loguniform", "logint") and low <= 0:
+        raise SpaceError(f"--param {text!r}: a log scale needs low > 0, got {low}")
+    return Param(name, kind, float(low), float(high))
+
+
+def parse_space(texts: list[str]) -> list[Param]:
+    params = [parse_param(t) for t in texts]
+    names = [p.name.replace("_", "-") for p in params]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise SpaceError(f"--param {', '.join(repeated)} given more than once")
+    return params
+
+
+def space_params_fn(params: list[Param]) -> Callable:
+    """A CleanRL-style `params_fn(trial) -> {flag: value}` sampling `params`."""
+
+    def params_fn(trial) -> dict:
+        return {p.name: p.suggest(trial) for p in params}
+
+    return params_fn
+
+
+# Run in one process of the tuned script's interpreter, so that the script's imports (torch,
+# EnvPool) load once: the script's own env id check (`check_*_id` of `cleanrl_utils.checks`, which
+# the scripts call before building anything) on each env id, then the script's `--help`.
+PROBE = r"""
+import contextlib, importlib.util, io, json, os, runpy, sys
+from cleanrl_utils import checks
+script, env_ids = sys.argv[1], sys.argv[2:]
+spec = importlib.util.spec_from_file_location("_tuned_script", script)
+module = importlib.util.module_from_spec(spec)
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` would
+spec.loader.exec_module(module)
+found = [fn for name, fn in vars(checks).items() if name.startswith("check_") and name.endswith("_id")
+         and name != "check_env_id" and vars(module).get(name) is fn]
+problems = []
+for env_id in env_ids:
+    for check in found:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                check(env_id)
+        except SystemExit:
+            problems.append(err.getvalue().strip().removeprefix("error: "))
+sys.argv = [script, "--help"]
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+print("\n" + MARK + json.dumps({"help_exit": code, "env_problems": problems}))
+"""
+MARK = "@@cleanrl-tuner-probe@@"
+
+
+def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float = 300.0):
+    """The flags the script's `--help` lists (without the dashes), and the env ids the script
+    would refuse with their `error:` messages. Raises SpaceError when the script cannot be read
+    (no such file, an import error, a failing `--help`)."""
+    if not Path(script).is_file():
+        raise SpaceError(f"no such script: {script}")
+    try:
+        out = subprocess.run(
+            [python, "-c", f"MARK = {MARK!r}\n{PROBE}", script, *env_ids],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SpaceError(f"cannot run {script} --help: {e}") from None
+    help_text, _, tail = out.stdout.rpartition(MARK)
+    try:
+        result = json.loads(tail.strip().splitlines()[0])
+    except (ValueError, IndexError):
+        result = None
+    if out.returncode != 0 or result is None or result["help_exit"] not in (0, None):
+        last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["(no output)"]
+        raise SpaceError(f"cannot read the flags of {script} (its --help failed): {last[0]}")
+    return set(FLAG.findall(help_text)), result["env_problems"]
+
+
+def flag_name(key: str) -> str:
+    """`learning_rate`, `learning-rate`, `--learning-rate` -> `learning-rate` (tyro's spelling)."""
+    return key.strip().removeprefix("--").replace("_", "-")
+
+
+def check_flags(keys, known: set[str], script: str, what: str) -> None:
+    """Every key must be a flag of the script and not one the tuner sets itself."""
+    for key in keys:
+        name = flag_name(key)
+        if name in TUNER_FLAGS:
+            raise SpaceError(f"{what} --{name}: the tuner sets it for every run")
+        if name not in known:
+            close = sorted(k for k in known if k.replace("-", "") == name.replace("-", ""))
+            hint = f"; did you mean --{close[0]}?" if close else ""
+            raise SpaceError(f"{what} --{name} is not a flag of {script} (see its --help){hint}")
+
+
+def as_flags(params: Mapping, known: set[str] | None = None) -> list[str]:
+    """A trial's parameters as command-line flags: `--name=value`; a boolean (or `True`/`False`)
+    of a flag that has a `--no-` form becomes `--name` or `--no-name` (tyro's booleans)."""
+    flags = []
+    for key, value in params.items():
+        name = flag_name(key)
+        text = str(value)
+        if text in ("True", "False") and (known is None or f"no-{name}" in known):
+            flags.append(f"--{name}" if text == "True" else f"--no-{name}")
+        else:
+            flags.append(f"--{name}={text}")
+    return flags
+
+
+def fixed_flag_names(args: list[str]) -> list[str]:
+    """The flags named in a list of fixed script arguments (`--num-envs 2` -> `num-envs`)."""
+    return [a[2:].split("=", 1)[0] for a in args if a.startswith("--") and len(a) > 2]

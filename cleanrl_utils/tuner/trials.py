@@ -1,0 +1,304 @@
+"""One trial at work: its runs (one per env id and seed) started one after another as processes of
+the training script, their event files read as they grow, intermediate values reported to Optuna
+at fixed marks of each run's budget, and a pruned run stopped with SIGTERM (it checkpoints and
+exits with 75, resumable like any stopped run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cleanrl_utils.benchmark import Job, killed_by, log_tail, start_job
+from cleanrl_utils.checkpoint import list_checkpoints
+from cleanrl_utils.report.events import event_files
+from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
+from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
+
+EVENTS_POLL_S = 2.0  # how often a growing event file is read again (when it has grown)
+LOG_LINES = 15  # the lines of a failed run's log kept with its trial
+
+
+def run_key(env_id: str, seed: int) -> str:
+    return f"{env_id}|{seed}"
+
+
+@dataclass
+class RunState:
+    """One run of a trial, as recorded in the trial's `runs` user attribute."""
+
+    env_id: str
+    seed: int
+    dir: str | None = None
+    state: str = "waiting"  # waiting, running, done, pruned, stopped, failed
+    score: float | None = None  # the metric, averaged over the window
+    log: str | None = None
+    steps: int | None = None  # the environment steps it ran (its last logged step)
+    budget: int | None = None  # its --total-timesteps
+    process: dict | None = None  # host and pid of its process while it runs
+
+    def record(self) -> dict:
+        keys = ("dir", "state", "score", "log", "steps", "budget", "process")
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass
+class TrialRun:
+    """Runs one trial's runs one after another; `poll()` advances it without blocking. `outcome`
+    is set when it is over: "complete" (with `value`), "pruned" or "failed" (with `error`)."""
+
+    tuner: object  # the Tuner: settings, normalizer, storage
+    trial: object  # optuna.Trial
+    flags: list[str]
+    runs: list[RunState]
+    log_dir: Path
+    outcome: str | None = None
+    value: float | None = None
+    error: str | None = None
+    index: int = 0  # the run at work
+    running: object | None = None  # benchmark.Running of the current run
+    pruning: bool = False
+    budget: int | None = None
+    start_time: float = 0.0  # when the current run was started
+    marks_done: int = 0
+    events_read: tuple = ()  # (sizes of the event files, time) at the last read
+    scores: dict = field(default_factory=dict)  # (env_id, seed) -> normalised score
+
+    # -- the trial's record in the study -----------------------------------------------------
+
+    def save_runs(self) -> None:
+        self.trial.set_user_attr("runs", {run_key(r.env_id, r.seed): r.record() for r in self.runs})
+
+    @property
+    def exp_name(self) -> str:
+        return f"{self.tuner.run_prefix}-trial{self.trial.number}"
+
+    # -- starting and watching runs ------------------------------------------------------------
+
+    def start_next(self) -> None:
+        """Starts the next run that is not done; a run done before (a resumed trial) only has its
+        score read back. Ends the trial when no run is left."""
+        while self.index < len(self.runs):
+            run = self.runs[self.index]
+            if run.state == "done" and run.dir and self._score_finished(run):
+                self.index += 1
+                if self._report_between_runs():
+                    return
+                continue
+            self._start(run)
+            return
+        self.value = aggregate(self.scores, self.tuner.aggregation_type)
+        self.outcome = "complete"
+
+    def _start(self, run: RunState) -> None:
+        t = self.tuner
+        command = [t.python, t.script, *t.script_args, *self.flags]
+        command += ["--env-id", run.env_id, "--seed", str(run.seed)]
+        if run.dir and list_checkpoints(run.dir):
+            command += ["--resume", run.dir]  # an interrupted trial's run continues
+        else:
+            run.dir = None
+            command += ["--exp-name", self.exp_name]
+        tag = {"study": t.study_name, "trial": self.trial.number, "storage": t.storage_text}
+        env = {**t.run_env, TUNER_VARIABLE: json.dumps(tag)}
+        log = self.log_dir / f"{run.env_id}__seed{run.seed}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.budget, self.marks_done, self.events_read, self.pruning = None, 0, (), False
+        self.start_time = time.time()
+        started = start_job(Job(run.env_id, run.seed, shlex.join(command)), log, env)
+        run.log = str(log)
+        if not hasattr(started, "process"):  # the program could not be started
+            self._fail(run, f"cannot start the run: exit code {started.exit_code}", log)
+            return
+        self.running = started
+        run.state = "running"
+        run.process = {"host": socket.gethostname(), "pid": started.process.pid, "script": t.script}
+        self.save_runs()
+        print(
+            f"[trial {self.trial.number}] start {run.env_id} seed {run.seed}"
+            f"{' (resumed)' if run.dir else ''}  log: {log}",
+            flush=True,
+        )
+
+    def _find_dir(self, run: RunState) -> None:
+        """The run folder of a new run: the newest of this trial's exp name, env id and seed,
+        named after the run started (an older one is another study's of the same name)."""
+        if run.dir is None:
+            found = find_runs(self.tuner.runs_dir, run.env_id, self.exp_name, run.seed)
+            found = [f for f in found if RunName.parse(f.name).start_time >= int(self.start_time)]
+            if found:
+                run.dir = str(found[0])
+                self.save_runs()
+        if run.dir is not None and self.budget is None:
+            try:
+                config = json.loads((Path(run.dir) / "config.json").read_text())
+                self.budget = int(config["args"]["total_timesteps"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+
+    def poll(self) -> None:
+        if self.outcome is not None or self.running is None:
+            return
+        run = self.runs[self.index]
+        self._find_dir(run)
+        if not self.pruning and self.tuner.pruning_marks > 0 and self.budget and run.dir:
+            self._report_marks(run)
+        code = self.running.process.poll()
+        if code is None:
+            return
+        self.running = None
+        log = Path(run.log)
+        self._find_dir(run)
+        if run.dir is not None:
+            run.steps, run.budget = metric_values(run.dir, self.tuner.metric)[1], self.budget
+        if self.pruning:
+            run.state = "pruned"
+            self.save_runs()
+            self.outcome = "pruned"
+            print(
+                f"[trial {self.trial.number}] pruned: {run.env_id} seed {run.seed} stopped (exit code {code})",
+                flush=True,
+            )
+            return
+        if code != 0:
+            how = f"exit code {code}" if code >= 0 else killed_by(-code)
+            if code in (75, 130):
+                how += " (stopped from outside the tuner; resumable with --resume)"
+                run.state = "stopped"
+            self._fail(run, how, log)
+            return
+        if run.dir is None or not self._score_finished(run):
+            self._fail(run, f"the run logged no `{self.tuner.metric}`", log)
+            return
+        self.index += 1
+        if not self._report_between_runs():
+            self.start_next()
+
+    def _score_finished(self, run: RunState) -> bool:
+        values, _ = metric_values(run.dir, self.tuner.metric)
+        score = window_mean(values, self.tuner.metric_last_n_average_window)
+        if score is None:
+            return False
+        run.state, run.score = "done", score
+        self.scores[run.env_id, run.seed] = self.tuner.normalizer(run.env_id, score)
+        self.save_runs()
+        print(
+            f"[trial {self.trial.number}] {run.env_id} seed {run.seed}: {self.tuner.metric} "
+            f"{score:.4g} (normalised {self.scores[run.env_id, run.seed]:.4g})",
+            flush=True,
+        )
+        return True
+
+    def _report_between_runs(self) -> bool:
+        """After a whole run: the objective so far at the run's last mark; True if pruned."""
+        if self.index >= len(self.runs) or self.tuner.pruning_marks <= 0:
+            return False  # the last run's value is the trial's value, not an intermediate one
+        step = self.index * self.tuner.pruning_marks
+        self.trial.report(aggregate(self.scores, self.tuner.aggregation_type), step)
+        if self.trial.should_prune():
+            self.outcome = "pruned"
+            print(f"[trial {self.trial.number}] pruned after {self.index} runs", flush=True)
+            return True
+        return False
+
+    def _report_marks(self, run: RunState) -> None:
+        """Reads the growing event files (at most every EVENTS_POLL_S, and only when they grew)
+        and reports each mark the run has passed; stops the run if the pruner says so."""
+        files = event_files(run.dir)
+        sizes = tuple(f.stat().st_size for f in files if f.exists())
+        if self.events_read and (
+            sizes == self.events_read[0] or time.time() - self.events_read[1] < EVENTS_POLL_S
+        ):
+            return
+        self.events_read = (sizes, time.time())
+        values, last_step = metric_values(run.dir, self.tuner.metric)
+        marks = self.tuner.pruning_marks
+        while self.marks_done < marks - 1:  # the last mark is the run's end
+            mark_step = self.budget * (self.marks_done + 1) // marks
+            if last_step < mark_step:
+                return
+            self.marks_done += 1
+            score = window_mean(values, self.tuner.metric_last_n_average_window, up_to=mark_step)
+            if score is None:
+                continue  # no value yet (no game finished): nothing to compare at this mark
+            now = dict(self.scores)
+            now[run.env_id, run.seed] = self.tuner.normalizer(run.env_id, score)
+            value = aggregate(now, self.tuner.aggregation_type)
+            self.trial.report(value, self.index * marks + self.marks_done)
+            if self.trial.should_prune():
+                print(
+                    f"[trial {self.trial.number}] pruned at step {mark_step:,} of {run.env_id} seed "
+                    f"{run.seed} (value {value:.4g}): stopping the run with SIGTERM",
+                    flush=True,
+                )
+                self.trial.set_user_attr("pruned_at_step", mark_step)
+                self.pruning = True
+                self.signal(signal.SIGTERM)
+                return
+
+    def _fail(self, run: RunState, how: str, log: Path) -> None:
+        if run.state not in ("stopped",):
+            run.state = "failed"
+        self.save_runs()
+        tail = log_tail(log, LOG_LINES)
+        self.error = f"{run.env_id} seed {run.seed}: {how}"
+        self.trial.set_user_attr("error", f"{self.error}\n{tail}")
+        self.outcome = "failed"
+        print(
+            f"[trial {self.trial.number}] FAILED {self.error}; last lines of {log}:\n{tail}",
+            flush=True,
+        )
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def signal(self, signum: int) -> None:
+        """Sends `signum` to the current run's process group (the run and its children)."""
+        if self.running is None:
+            return
+        try:
+            os.killpg(self.running.process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def interrupted(self) -> dict:
+        """The runs of a trial stopped by the tuner's own stop (Ctrl-C): each with the folder it
+        resumes from, for the trial enqueued in its place."""
+        if self.running is not None:
+            run = self.runs[self.index]
+            self._find_dir(run)
+            run.state = "stopped"
+            self.running = None
+        return {run_key(r.env_id, r.seed): r.record() for r in self.runs}
+
+
+def stop_orphan(record: dict, grace_s: float = 60.0) -> None:
+    """The run of a trial whose tuner was killed outright may still be running (a run has its own
+    process group, so it outlives its tuner): SIGTERM it (it checkpoints) and wait for it to end,
+    so that its resumption never runs beside it. Only a process of this host whose command line
+    still names the script is taken for that run (a pid may have been reused since)."""
+    process = record.get("process") or {}
+    pid = process.get("pid")
+    if record.get("state") != "running" or not pid or process.get("host") != socket.gethostname():
+        return
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return  # gone
+    if str(process.get("script", "")).encode() not in command:
+        return
+    print(f"stopping the run {record.get('dir')} (pid {pid}) left running by its tuner", flush=True)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if not Path(f"/proc/{pid}").exists():
+                return
+            time.sleep(0.2)

@@ -1,0 +1,445 @@
+"""The Optuna tuner (`cleanrl_utils.tuner`) with real processes of `cleanrl/ppo_atari_envpool.py`:
+studies of tiny runs on one machine, two tuners sharing one storage, pruning inside a run with
+the pruned run's checkpoint on disk, Ctrl-C and a rerun that resumes, and bad input."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    PPO_ATARI_ENVPOOL,
+    REPO_ROOT,
+    describe,
+    finish_script,
+    run_script,
+    start_script,
+)
+
+optuna = pytest.importorskip("optuna")
+
+from cleanrl_utils.checkpoint import list_checkpoints  # noqa: E402
+from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
+
+# runs of a few seconds: 2 envs x 16 steps per iteration, games cut after 8 steps so that every
+# iteration ends some (the default metric, charts/episodic_return, then has values)
+TINY = "--num-envs 2 --num-steps 16 --num-minibatches 1 --update-epochs 1 --max-episode-steps 8 --checkpoint-every 0"
+
+
+def tuner_command(storage: str, study: str, *extra: str) -> list[str]:
+    return [
+        "--script",
+        str(PPO_ATARI_ENVPOOL),
+        "--env-ids",
+        "Breakout-v5",
+        "--param",
+        "learning-rate=loguniform:1e-4:1e-3",
+        "--param",
+        "ent-coef=uniform:0:0.02",
+        "--storage",
+        storage,
+        "--study-name",
+        study,
+        "--metric-last-n-average-window",
+        "4",
+        "--pruner",
+        "none",
+        *extra,
+    ]
+
+
+def load_study(cwd: Path, storage: str, study: str):
+    from cleanrl_utils.tuner.storage import open_storage
+
+    if storage.startswith("sqlite:///"):
+        storage = f"sqlite:///{cwd / storage.removeprefix('sqlite:///')}"
+    else:
+        storage = str(cwd / storage)
+    return optuna.load_study(study_name=study, storage=open_storage(storage))
+
+
+def run_configs(cwd: Path) -> dict[str, dict]:
+    return {p.name: json.loads((p / "config.json").read_text()) for p in (cwd / "runs").iterdir()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Two tuners, one journal storage: every trial complete, none run twice, the table written
+
+
+@pytest.fixture(scope="module")
+def shared_study(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("shared")
+    args = tuner_command(
+        "study.log", "shared", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "4"
+    )
+    first = start_script([*args, "--workers", "2"], cwd, module="cleanrl_utils.tuner")
+    second = start_script([*args, "--workers", "1"], cwd, module="cleanrl_utils.tuner")
+    procs = [finish_script(first, timeout=600), finish_script(second, timeout=600)]
+    return cwd, procs
+
+
+@pytest.mark.slow
+def test_two_tuners_share_a_study_and_complete_every_trial_once(shared_study):
+    cwd, procs = shared_study
+    for proc in procs:
+        assert proc.returncode == 0, describe(proc)
+    study = load_study(cwd, "study.log", "shared")
+    trials = study.get_trials()
+    assert len(trials) >= 4  # (two tuners asking at the same moment may add one more)
+    assert all(t.state.name == "COMPLETE" for t in trials), [t.state for t in trials]
+    # both tuners ran trials, each trial its own run, tagged with its study and trial
+    assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2
+    configs = run_configs(cwd)
+    tags = sorted(c["tuner"]["trial"] for c in configs.values())
+    assert tags == sorted(t.number for t in trials), "a trial ran twice, or a run is missing"
+    assert {c["tuner"]["study"] for c in configs.values()} == {"shared"}
+    for t in trials:
+        (run,) = t.user_attrs["runs"].values()
+        assert configs[Path(run["dir"]).name]["args"]["learning_rate"] == pytest.approx(
+            t.params["learning-rate"]
+        )
+
+
+@pytest.mark.slow
+def test_the_table_lists_every_trial_with_its_objective_flags_and_run(shared_study):
+    cwd, procs = shared_study
+    study = load_study(cwd, "study.log", "shared")
+    folder = cwd / "tuner_logs" / "shared"
+    with open(folder / "trials.csv") as f:
+        rows = {int(r["trial"]): r for r in csv.DictReader(f)}
+    assert set(rows) == {t.number for t in study.get_trials()}
+    for t in study.get_trials():
+        row = rows[t.number]
+        assert row["state"] == "COMPLETE" and float(row["objective"]) == pytest.approx(t.value)
+        assert f"--learning-rate={t.params['learning-rate']}" in row["flags"].split()
+        assert (cwd / row["runs"] / "config.json").exists()
+    markdown = (folder / "trials.md").read_text()
+    assert markdown.count("| COMPLETE |") == len(rows)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (folder / "trials.png").read_bytes().startswith(b"\x89PNG")
+    # the best trial's flags, printed as a command that runs
+    best = study.best_trial
+    out = "".join(p.stdout for p in procs)
+    assert f"--learning-rate={best.params['learning-rate']}" in out.split("one run:")[-1]
+
+
+@pytest.mark.slow
+def test_the_objective_is_the_human_normalised_score_of_the_last_values(shared_study):
+    cwd, _ = shared_study
+    study = load_study(cwd, "study.log", "shared")
+    random, human = 1.7, 30.5  # Breakout in cleanrl_utils/data/atari_human_random_scores.csv
+    for t in study.get_trials():
+        (run,) = t.user_attrs["runs"].values()
+        values, _ = metric_values(cwd / run["dir"], "charts/episodic_return")
+        assert len(values) > 4
+        score = sum(v for _, v in values[-4:]) / 4
+        assert t.value == pytest.approx((score - random) / (human - random))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning inside a run, from a CleanRL-style tuner file
+
+
+TUNER_FILE = """
+import optuna
+from cleanrl_utils.tuner import Tuner
+
+BUDGET = {budget}
+
+
+
+def params_fn(trial):
+    learning_rate = trial.suggest_categorical("learning-rate", [0.0, 0.00025, -1.0])
+    # the run that cannot learn gets a long budget: it must still be running when it is pruned
+    total = BUDGET if learning_rate == 0 else 256
+    return {{"learning-rate": learning_rate, "total-timesteps": total, {tiny}}}
+
+
+tuner = Tuner(
+    script={script!r},
+    metric="charts/learning_rate",
+    target_scores={{"Breakout-v5": None}},
+    params_fn=params_fn,
+    direction="maximize",
+    aggregation_type="average",
+    metric_last_n_average_window=1,
+    sampler=optuna.samplers.GridSampler({{"learning-rate": [0.0, 0.00025, -1.0]}}, seed=0),
+    pruner=optuna.pruners.ThresholdPruner(lower=1e-9),
+    storage="sqlite:///prune.db",
+    study_name="prune",
+    normalization="none",
+    workers=2,
+    pruning_marks=32,
+)
+tuner.tune(num_trials=3, num_seeds=1)
+"""
+
+
+@pytest.mark.slow
+def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_its_trial(tmp_path):
+    tiny = TINY.replace("--", "").split()
+    flags = ", ".join(f'"{k}": {v!r}' for k, v in zip(tiny[::2], tiny[1::2], strict=True))
+    path = tmp_path / "tune_prune.py"
+    budget = 4096  # 128 iterations; pruned at the first mark (budget / 32)
+    path.write_text(TUNER_FILE.format(script=str(PPO_ATARI_ENVPOOL), tiny=flags, budget=budget))
+    proc = run_script([], tmp_path, script=path, timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    study = load_study(tmp_path, "sqlite:///prune.db", "prune")
+    by_lr = {t.params["learning-rate"]: t for t in study.get_trials()}
+    pruned, learned, crashed = by_lr[0.0], by_lr[0.00025], by_lr[-1.0]
+    assert learned.state.name == "COMPLETE", describe(proc)
+    assert pruned.state.name == "PRUNED", describe(proc)
+    (run,) = pruned.user_attrs["runs"].values()
+    run_dir = tmp_path / run["dir"]
+    _, last_step = metric_values(run_dir, "charts/learning_rate")
+    assert pruned.user_attrs["pruned_at_step"] <= last_step < budget  # stopped before its end
+    assert list_checkpoints(run_dir), "the pruned run left no checkpoint"
+    log = Path(run["log"]) if Path(run["log"]).is_absolute() else tmp_path / run["log"]
+    assert "received SIGTERM" in log.read_text()
+    assert "pruned at step" in proc.stdout
+    # a run that fails makes its trial failed, with its log's last lines; the study goes on
+    assert crashed.state.name == "FAIL"
+    assert "exit code 2" in crashed.user_attrs["error"]
+    assert "error: --learning-rate must not be negative" in crashed.user_attrs["error"]
+    # what pruning saved, in environment steps, against running every trial to its end
+    table = (tmp_path / "tuner_logs" / "prune" / "trials.md").read_text()
+    assert f"{last_step + 256:,} run of {budget + 256:,} had every trial run" in table
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C and a rerun
+
+
+def wait_for_training(cwd: Path, runs: int, proc, timeout: float = 300) -> None:
+    """Until `runs` run folders have logged at least one iteration."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the tuner ended before it was interrupted"
+        folders = list((cwd / "runs").glob("*")) if (cwd / "runs").is_dir() else []
+        if len(folders) >= runs and all(
+            metric_values(f, "charts/learning_rate")[1] > 0 for f in folders
+        ):
+            return
+        time.sleep(0.5)
+    raise AssertionError("the runs did not start training in time")
+
+
+def wait_for_resumed_training(folders: list[Path], proc, timeout: float = 300) -> None:
+    """Until every run folder has a second event file (a resumption) with an iteration in it."""
+    from cleanrl_utils.report.events import event_files, read_event_file
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the tuner ended before it was killed"
+        files = [event_files(f) for f in folders]
+        if all(len(f) == 2 and read_event_file(f[-1], ()).last_step > 0 for f in files):
+            return
+        time.sleep(0.5)
+    raise AssertionError("the runs did not resume training in time")
+
+
+@pytest.mark.slow
+def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
+    args = tuner_command(
+        "sqlite:///tuner.db",
+        "ctrlc",
+        "--script-args=--total-timesteps 2048 " + TINY,
+        "--num-trials",
+        "2",
+        "--workers",
+        "2",
+    )
+    # Ctrl-C: both runs checkpoint, both trials are enqueued again
+    proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
+    wait_for_training(tmp_path, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    stopped = finish_script(proc, timeout=300)
+    assert stopped.returncode == 130, describe(stopped)
+    folders = sorted((tmp_path / "runs").iterdir())
+    assert len(folders) == 2 and all(list_checkpoints(f) for f in folders), describe(stopped)
+    assert stopped.stdout.count("interrupted: enqueued again") == 2
+
+    # the next tuner resumes both runs, and is killed outright: its runs go on without it
+    proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
+    wait_for_resumed_training(folders, proc)
+    proc.kill()
+    finish_script(proc)
+
+    # the one after stops those runs (they checkpoint), resumes them and completes the study
+    again = run_script(args, tmp_path, module="cleanrl_utils.tuner", timeout=600)
+    assert again.returncode == 0, describe(again)
+    assert again.stdout.count("left running by a tuner that is gone") == 2, describe(again)
+    assert sorted((tmp_path / "runs").iterdir()) == folders, "a trial's run started over"
+    study = load_study(tmp_path, "sqlite:///tuner.db", "ctrlc")
+    states = sorted(str((t.state.name, t.user_attrs.get("interrupted"))) for t in study.trials)
+    assert states == sorted(map(str, [("FAIL", True)] * 4 + [("COMPLETE", None)] * 2))
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        killed = study.trials[t.user_attrs["resumes"]]
+        stopped_by_ctrl_c = study.trials[killed.user_attrs["resumes"]]
+        assert t.params == killed.params == stopped_by_ctrl_c.params
+        (run,) = t.user_attrs["runs"].values()
+        config = json.loads((tmp_path / run["dir"] / "config.json").read_text())
+        assert [r["tuner"]["trial"] for r in config["resumes"]] == [killed.number, t.number]
+        assert all("--resume" in r["command"] for r in config["resumes"])
+        assert metric_values(tmp_path / run["dir"], "charts/learning_rate")[1] == 2048
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: one `error:` line, exit code 2, nothing started
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--param", "learning-rate=uniform:1e-3:1e-4"], "the range is empty"),
+        (["--param", "num-minibatches=categorical:"], "the categorical range is empty"),
+        (
+            ["--storage", "sqlite:////no/such/folder/t.db"],
+            "the folder /no/such/folder does not exist",
+        ),
+        (["--storage", "journal:/no/such/folder/t.log"], "the journal's folder does not exist"),
+        pytest.param(
+            ["--param", "learning-rat=uniform:0:1"],
+            "--learning-rat is not a flag of",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            ["--env-ids", "Breakot-v5"], "unknown env id 'Breakot-v5'", marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_bad_input_is_one_error_line_and_nothing_starts(tmp_path, extra, message):
+    args = ["--script", str(PPO_ATARI_ENVPOOL), "--param", "ent-coef=uniform:0:0.02", *extra]
+    proc = run_script(args, tmp_path, module="cleanrl_utils.tuner", timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], describe(
+        proc
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
+
+
+def test_help_explains_every_flag(tmp_path):
+    proc = run_script(["--help"], tmp_path, module="cleanrl_utils.tuner", timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    from cleanrl_utils.tuner.cli import Args
+
+    source = Path(sys.modules[Args.__module__].__file__).read_text()
+    for name in Args.__dataclass_fields__:
+        assert f"--{name.replace('_', '-')}" in proc.stdout
+        # every field is followed by its docstring, which tyro prints as the flag's help
+        line = next(line for line in source.splitlines() if line.startswith(f"    {name}:"))
+        following = source.splitlines()[source.splitlines().index(line) + 1]
+        assert following.strip().startswith('"""'), name
+
+
+# ---------------------------------------------------------------------------------------------
+# A SLURM array of tuner workers on the project's test cluster (tests/slurm_cluster.py)
+
+
+@pytest.mark.slow
+def test_a_slurm_array_of_tuners_completes_a_shared_study(tmp_path):
+    from slurm_cluster import SlurmCluster
+
+    with SlurmCluster(tmp_path / "cluster", cpus=2, gpus=0) as cluster:
+        cwd = tmp_path / "study"
+        cwd.mkdir()
+        args = tuner_command(
+            "study.log", "array", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "2"
+        )
+        args += ["--slurm-template-path", str(REPO_ROOT / "benchmark" / "tuner_cpu.slurm_template")]
+        env = {**cluster.env, "PYTHONPATH": str(REPO_ROOT)}
+        submitted = run_script(args, cwd, module="cleanrl_utils.tuner", env=env, timeout=300)
+        assert submitted.returncode == 0, describe(submitted)
+        assert "submitted job" in submitted.stdout
+        assert not (cwd / "runs").exists()  # nothing runs on the submitting machine
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            queue = subprocess.run(
+                ["squeue", "--noheader"], env=cluster.env, capture_output=True, text=True
+            )
+            if queue.returncode == 0 and not queue.stdout.strip():
+                break
+            time.sleep(2)
+        logs = "\n".join(p.read_text() for p in (cwd / "slurm" / "logs").glob("*.out"))
+        study = load_study(cwd, "study.log", "array")
+        trials = study.get_trials()
+        assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"], logs
+        # each array task a tuner of its own, each trial's run inside a task
+        assert len({t.user_attrs["worker"]["slurm"] for t in trials}) == 2, logs
+        for config in run_configs(cwd).values():
+            assert config["slurm"]["array_task_id"] in ("0", "1")
+            assert config["tuner"]["study"] == "array"
+
+
+@pytest.mark.slow
+def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeypatch):
+    import runpy
+
+    from cleanrl_utils.tuner.space import check_flags, probe_script
+
+    monkeypatch.chdir(REPO_ROOT)  # the example's paths are relative to the repository root
+    tuner = runpy.run_path("benchmark/tune_ppo_atari_envpool.py")["tuner"]  # (not __main__)
+    flags, env_problems = probe_script(tuner.python, tuner.script, tuner.env_ids)
+    assert env_problems == [] and tuner.env_ids == ["Breakout-v5", "Pong-v5"]
+    sampled = tuner.params_fn(optuna.create_study().ask())
+    check_flags(list(sampled), flags, tuner.script, "search space flag")  # raises if unknown
+    assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
+
+
+# ---------------------------------------------------------------------------------------------
+# The objective's arithmetic, the flags, the run's record (no processes)
+
+
+def test_scores_are_normalised_per_game_aggregated_over_games_then_averaged_over_seeds():
+    from cleanrl_utils.tuner.scores import Normalizer, aggregate
+
+    norm = Normalizer.make(["Breakout-v5", "Pong-v5"], {"Pong-v5": [-21, 21]}, "auto")
+    assert norm("Pong-v5", 0.0) == pytest.approx(0.5)  # CleanRL's target scores
+    assert norm("Breakout-v5", 30.5) == pytest.approx(1.0)  # human-normalised: human 30.5
+    assert norm("Breakout-v5", 1.7) == pytest.approx(0.0)  # random 1.7
+    scores = {("A", 1): 1.0, ("B", 1): 3.0, ("C", 1): 8.0, ("A", 2): 0.0, ("B", 2): 0.0}
+    assert aggregate(scores, "median") == pytest.approx((3.0 + 0.0) / 2)
+    assert aggregate(scores, "average") == pytest.approx((4.0 + 0.0) / 2)
+    iqm = {("A", 1): 0.0, ("B", 1): 1.0, ("C", 1): 2.0, ("D", 1): 100.0}
+    assert aggregate(iqm, "iqm") == pytest.approx(1.5)  # the middle half of 4 games
+
+
+def test_games_that_cannot_share_a_scale_are_refused():
+    from cleanrl_utils.tuner.scores import Normalizer
+
+    with pytest.raises(ValueError, match="cannot be put on one scale"):
+        Normalizer.make(["Breakout-v5", "CartPole-v1"], None, "auto")
+    with pytest.raises(ValueError, match="no human and random scores"):
+        Normalizer.make(["CartPole-v1"], None, "human")
+    assert Normalizer.make(["CartPole-v1"], {"CartPole-v1": None}, "auto")("CartPole-v1", 7) == 7
+
+
+def test_a_trial_s_parameters_become_the_script_s_flags():
+    from cleanrl_utils.tuner.space import as_flags
+
+    known = {"learning-rate", "anneal-lr", "no-anneal-lr"}
+    flags = as_flags({"learning_rate": 1e-4, "anneal-lr": False, "--num-envs": 4}, known)
+    assert flags == ["--learning-rate=0.0001", "--no-anneal-lr", "--num-envs=4"]
+
+
+def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
+    from dataclasses import dataclass
+
+    from cleanrl_utils.runs import TUNER_VARIABLE, run_record
+
+    @dataclass
+    class Args:
+        seed: int = 1
+
+    monkeypatch.delenv(TUNER_VARIABLE, raising=False)
+    assert "tuner" not in run_record(Args(), "run")
+    monkeypatch.setenv(TUNER_VARIABLE, json.dumps({"study": "s", "trial": 3}))
+    assert run_record(Args(), "run")["tuner"] == {"study": "s", "trial": 3}
