@@ -5,6 +5,7 @@ every column.
 
     python benchmark/throughput.py                          # all five, 1 + 5 iterations each
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
+    python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari_envpool_multigpu --nproc 2
     python benchmark/throughput.py --game Pong --extra-args="--num-envs 16" --markdown t.md
     git worktree add /tmp/base HEAD~1       # a change's effect: the old code, pair by pair
     python benchmark/throughput.py --scripts ppo_atari_envpool --repeats 3 --baseline /tmp/base
@@ -48,6 +49,9 @@ SCRIPTS = {
     "ppo_atari_envpool_xla_jax": "envpool",
     "ppo_atari_envpool_xla_jax_scan": "envpool",
 }
+# one run on --nproc processes (torchrun), the batch of the others: --num-envs split over them
+MULTI_PROCESS = {"ppo_atari_envpool_multigpu": "envpool", "ppo_atari_multigpu": "gymnasium"}
+KINDS = SCRIPTS | MULTI_PROCESS
 LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers"}
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound
 PHASES = ("rollout", "advantages", "update")  # each script logs `time/{phase}` every iteration
@@ -60,7 +64,9 @@ class Args:
     the network's own speed as bounds. See docs/throughput.md for the method."""
 
     scripts: list[str] = field(default_factory=lambda: list(SCRIPTS))
-    """the scripts to run, by short name (`ppo_atari_envpool`), in this order"""
+    """the scripts to run, by short name (`ppo_atari_envpool`), in this order; the `*_multigpu` ones also"""
+    nproc: int = 2
+    """the processes of a `*_multigpu` script's run (`torchrun --standalone --nproc_per_node`), each with num_envs / nproc envs: the batch of the others"""
     game: str = "Breakout"
     """the game: `Breakout` is `Breakout-v5` (EnvPool), `BreakoutNoFrameskip-v4` (gymnasium)"""
     iterations: int = 5
@@ -107,6 +113,20 @@ def flag_value(argv: list[str], name: str, default: int) -> int:
     return value
 
 
+def without_flag(argv: list[str], name: str) -> list[str]:
+    """`argv` without `--name` and its value, however spelled."""
+    spellings, out, skip = (f"--{name}", f"--{name.replace('-', '_')}"), [], False
+    for token in argv:
+        key, eq, _ = token.partition("=")
+        if skip:
+            skip = False
+        elif key in spellings:
+            skip = not eq
+        else:
+            out.append(token)
+    return out
+
+
 def sizes_from_argv(argv: list[str]) -> Sizes:
     """The sizes that `argv` (`--extra-args`) gives the scripts; the defaults for the rest."""
     defaults = Sizes()
@@ -122,14 +142,14 @@ def sizes_from_argv(argv: list[str]) -> Sizes:
 def script_name(text: str) -> str:
     """`ppo_atari`, `ppo_atari.py` and `cleanrl/ppo_atari.py` all name `ppo_atari`."""
     name = Path(text).name.removesuffix(".py")
-    if name not in SCRIPTS:
-        raise UsageError(f"unknown script {text!r}; the scripts are: {', '.join(SCRIPTS)}")
+    if name not in KINDS:
+        raise UsageError(f"unknown script {text!r}; the scripts are: {', '.join(KINDS)}")
     return name
 
 
 def env_id_for(script: str, game: str) -> str:
     """The env id of `game` in `script`: `Breakout-v5` (EnvPool) or `BreakoutNoFrameskip-v4`."""
-    return f"{game}-v5" if SCRIPTS[script] == "envpool" else f"{game}NoFrameskip-v4"
+    return f"{game}-v5" if KINDS[script] == "envpool" else f"{game}NoFrameskip-v4"
 
 
 def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
@@ -154,6 +174,8 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
     for name, value in vars(sizes).items():
         if value < 1:
             raise UsageError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")
+    if args.nproc < 1 or sizes.num_envs % args.nproc:
+        raise UsageError(f"--nproc {args.nproc} does not divide the {sizes.num_envs} envs")
     if sizes.minibatch_size < 1:
         raise UsageError("--num-minibatches in --extra-args is larger than the batch")
     if args.baseline is not None:
@@ -294,19 +316,31 @@ def run_logged(command: list[str], cwd: Path) -> tuple[str, list[tuple[float, in
     return text, progress, wall, usage.ru_maxrss / 1024
 
 
-def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Measurement:
+def script_command(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> list[str]:
+    """The command of one measured run of `script`: a `*_multigpu` one under torchrun."""
     iterations = args.burn_in + args.iterations
+    path, extra = str(root / "cleanrl" / f"{script}.py"), shlex.split(args.extra_args)
+    launcher = [sys.executable, path]
+    if script in MULTI_PROCESS:  # the same batch, from nproc processes
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        launcher += [f"--nproc_per_node={args.nproc}", path]
+        extra = without_flag(extra, "num-envs")
+        extra += ["--local-num-envs", str(sizes.num_envs // args.nproc)]
     command = [
-        sys.executable,
-        str(root / "cleanrl" / f"{script}.py"),
+        *launcher,
         "--env-id",
         env_id_for(script, args.game),
         "--checkpoint-every",
         "0",
-        *shlex.split(args.extra_args),
+        *extra,
         "--total-timesteps",
         str(iterations * sizes.batch_size),
     ]
+    return command
+
+
+def run_script(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT) -> Measurement:
+    command = script_command(script, args, sizes, root)
     print(f"+ {command[1]} {shlex.join(command[2:])}", flush=True)
     with tempfile.TemporaryDirectory(prefix="throughput_") as cwd:
         log, progress, wall, peak = run_logged(command, Path(cwd))
@@ -344,10 +378,10 @@ def run_bound(kind: str, params: dict) -> dict:
 
 def bound_params(args: Args, sizes: Sizes) -> dict[str, dict]:
     """The bounds that the chosen scripts need, with their parameters."""
-    kinds = {SCRIPTS[s] for s in args.scripts}
+    kinds = {KINDS[s] for s in args.scripts}
     params = {
         kind: {
-            "env_id": env_id_for(next(s for s in args.scripts if SCRIPTS[s] == kind), args.game),
+            "env_id": env_id_for(next(s for s in args.scripts if KINDS[s] == kind), args.game),
             "num_envs": sizes.num_envs,
             "steps": args.bound_steps,
         }
@@ -363,6 +397,8 @@ def bound_params(args: Args, sizes: Sizes) -> dict[str, dict]:
 
 def settings_line(args: Args, sizes: Sizes) -> str:
     extra = f"; extra args: `{args.extra_args}`" if args.extra_args else ""
+    if any(s in MULTI_PROCESS for s in args.scripts):
+        extra += f"; the *_multigpu scripts on {args.nproc} processes (torchrun), the same batch"
     return (
         f"{args.game}; {sizes.num_envs} envs x {sizes.num_steps} steps = {sizes.batch_size:,} "
         f"steps and {sizes.gradient_steps} gradient steps of {sizes.minibatch_size} per "
@@ -416,7 +452,7 @@ def summarize(runs: dict[str, list[Measurement]], bound_runs: dict[str, list[dic
         sps, lo, hi = median_spread([r.steady_sps for r in results])
         steady[script] = sps
         own, outside = med([r.last_sps for r in results]), med([r.outside_sps for r in results])
-        bound = bounds.get(f"{SCRIPTS[results[0].script]} + compute")
+        bound = bounds.get(f"{KINDS[results[0].script]} + compute")
         script_rows.append(
             [
                 script,

@@ -281,8 +281,7 @@ def collect_rollout(agent, envs, rollout, next_obs, next_done, next_lstm_state, 
 
 
 def ppo_loss(agent, args, mb, lstm_state):
-    """The clipped PPO loss of the minibatch `mb` (a Rollout of whole env sequences, time-major),
-    whose LSTM states are re-computed from `lstm_state`, the state at the start of the rollout."""
+    """The clipped PPO loss of `mb`: whole env sequences, rerun from their first LSTM state."""
     _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
         mb.obs, lstm_state, mb.dones, mb.actions
     )

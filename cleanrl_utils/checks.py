@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import re
 import sys
 from collections.abc import Iterable
 
-USAGE_ERROR = 2
-INTERRUPTED = 130  # what a shell reports for Ctrl-C
-
-
-def stops_on_ctrl_c(main):
-    """A command's entry point that Ctrl-C ends with one line and exit code 130 (what a shell
-    reports for Ctrl-C), not a traceback."""
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs):
-        try:
-            return main(*args, **kwargs)
-        except KeyboardInterrupt:
-            print("interrupted (Ctrl-C)", file=sys.stderr)
-            raise SystemExit(INTERRUPTED) from None
-
-    return wrapper
+# (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
+from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, stops_on_ctrl_c  # noqa: F401
 
 
 def fail(message: str, code: int = USAGE_ERROR):

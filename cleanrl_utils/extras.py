@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+from cleanrl_utils.exits import USAGE_ERROR
+
 # module -> the extra that installs it (pyproject.toml's [project.optional-dependencies])
 EXTRA_OF = {
     "envpool": "envpool",
@@ -70,7 +72,7 @@ def missing_extra_hook(exc_type, exc, traceback, previous=sys.excepthook) -> Non
         return
     print(message, file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os._exit(2)  # (an excepthook cannot choose the exit code otherwise)
+    os._exit(USAGE_ERROR)  # (an excepthook cannot choose the exit code otherwise)
 
 
 def install() -> None:

@@ -35,6 +35,8 @@ FREE_ARGS = {
     "async_envs",
     "upload_model",
     "hf_entity",
+    "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
+    "device_ids",
 }
 # Arguments derived from the others once they are reconciled with the checkpoint.
 DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}

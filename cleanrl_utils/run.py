@@ -18,7 +18,10 @@ Every script in `cleanrl/` makes these calls, in this order:
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
-when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`.
+when a checkpoint is written. `--resume` is resolved by `cleanrl_utils.resume`: the flags given
+on the command line are kept, the others come from the checkpoint. `finish()` puts back the
+signal handlers that `start()` replaced (so does leaving a `with Run(...) as run:` block), so a
+notebook or a test goes on as before the run.
 
 Checkpoints: every `--checkpoint-every` iterations, after the last one, and after a stop signal:
 SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) and Ctrl-C make the run
@@ -52,6 +55,8 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import CHECKPOINT_EXIT
+from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
 from cleanrl_utils.runs import (
@@ -63,10 +68,22 @@ from cleanrl_utils.runs import (
     run_record,
 )
 
-CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
-INTERRUPTED_EXIT = 130  # what a shell reports for a process stopped by Ctrl-C
 KEEP = 2  # checkpoints kept per run, newest first
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+class NoWriter:
+    """The TensorBoard writer of a rank other than 0: it writes nothing (rank 0 logs)."""
+
+    def add_scalar(self, *args, **kwargs) -> None:
+        pass
+
+    add_text = add_histogram = add_scalar
+
+    def flush(self) -> None:
+        pass
+
+    close = flush
 
 
 def signal_name(signum: int) -> str:
@@ -77,14 +94,24 @@ class Run:
     """One training run: its folder, logs, checkpoints, progress and stop signals."""
 
     def __init__(
-        self, args, script_file: str, runs_dir: str = "runs", argv: list[str] | None = None
+        self,
+        args,
+        script_file: str,
+        runs_dir: str = "runs",
+        argv: list[str] | None = None,
+        dist=None,
     ):
         """Resolves `--resume` (exits with one `error:` line when it cannot, and with 0 when the
         run has already finished): the arguments neither given on the command line `argv`
         (default: `sys.argv[1:]`) nor set in code take the checkpoint's values. Creates nothing
-        on disk."""
+        on disk. `dist`: a run on many processes (`cleanrl_utils.distributed.Distributed`):
+        rank 0 alone writes, the ranks agree on when to stop, and a checkpoint holds every
+        rank's RNGs."""
         self.args = args
         self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
+        self.dist = dist
+        self.rank = dist.rank if dist is not None else 0
+        self.world_size = dist.world_size if dist is not None else 1
         self.script_file = script_file
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
@@ -127,6 +154,12 @@ class Run:
         self.name = self.payload["run_name"]
         self.runs_dir = Path(file).resolve().parent.parent
         reconcile_args(self.args, self.payload, self.script, file, self.given)
+        if self.payload.get("world_size", 1) != self.world_size:
+            fail(
+                f"--resume: {file} was written by a run on {self.payload.get('world_size', 1)} "
+                f"process(es), this one has {self.world_size}: resume it with as many (each "
+                "process's envs and random numbers are part of the run)"
+            )
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
         if done >= total:
@@ -146,6 +179,11 @@ class Run:
         from torch.utils.tensorboard import SummaryWriter
 
         args = self.args
+        if self.rank != 0:  # rank 0 alone writes
+            for signum in STOP_SIGNALS:
+                self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
+            self.writer = NoWriter()
+            return self.writer
         record = run_record(args, self.name)
         config_path = self.dir / "config.json"
         if self.payload is not None and config_path.exists():
@@ -187,12 +225,13 @@ class Run:
                 if name not in saved:
                     fail(f"--resume: the checkpoint has no {name!r} (saved: {', '.join(saved)})")
                 state[name] = restored_value(value, saved[name])
-            set_rng_state(self.payload["rng"])
+            set_rng_state(self.payload.get("ranks_rng", [self.payload["rng"]])[self.rank])
             # (checkpoints written before the run lifecycle moved here keep it in the state)
             elapsed = self.payload.get("elapsed", saved.get("elapsed", 0.0))
             self.start_time -= elapsed
         total_steps = self.args.num_iterations * self.args.batch_size
-        self.progress = Progress(total_steps, start_step=self.global_step)
+        stream = None if self.rank == 0 else open(os.devnull, "w")  # noqa: SIM115
+        self.progress = Progress(total_steps, start_step=self.global_step, stream=stream)
         self.training = True
         self._lap_start = time.time()
         return state
@@ -224,6 +263,8 @@ class Run:
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
         self.iteration_s = time.time() - self._lap_start + self.laps_s
+        if self.dist is not None:  # every rank stops after the same iteration
+            self.stop_signal = self.dist.agreed_stop(self.stop_signal)
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
@@ -293,11 +334,16 @@ class Run:
         os.kill(os.getpid(), signal.SIGINT)
 
     def resume_command(self) -> str:
-        return f"python {sys.argv[0]} --resume {self.dir}"
+        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
+        return f"{launcher} {sys.argv[0]} --resume {self.dir}"
 
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:
         """Writes the checkpoint of `iteration` (after flushing TensorBoard, so that it holds
         every scalar up to it) and drops all but the newest `KEEP`."""
+        ranks_rng = self.dist.gather(rng_state()) if self.dist is not None else None
+        if self.rank != 0:
+            self.checkpointed = (iteration, global_step)  # (rank 0 writes it)
+            return None
         self.writer.flush()
         payload = {
             "script": self.script,
@@ -310,6 +356,8 @@ class Run:
             "elapsed": time.time() - self.start_time,
             "time": time.time(),
         }
+        if self.world_size > 1:
+            payload |= {"world_size": self.world_size, "ranks_rng": ranks_rng}
         path = checkpoint_path(self.dir, iteration)
         write_checkpoint(path, payload)
         self.checkpointed = (iteration, global_step)
@@ -347,10 +395,17 @@ class Run:
         for signum, handler in self.previous_handlers.items():
             signal.signal(signum, handler)
         self.previous_handlers = {}
+        if self.world_size > 1:
+            # torchrun stops the other ranks with SIGTERM once one exits with a code other than
+            # 0; this rank's run is over, and Python's exit would let SIGTERM kill it (-15)
+            for signum in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(signum, signal.SIG_IGN)
         if self.writer is None or self.finished:  # (never started, or finished already)
             return code
         self.finished = True
-        if code == 0:
+        if self.dist is not None:
+            self.dist.close()
+        if code == 0 and self.rank == 0:
             print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
         if self.progress is not None:
             self.progress.close()

@@ -241,8 +241,8 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 # and lower ones only (tests/test_docs.py). The run's lifecycle is the top floor.
 FLOORS = {
     "base": [
-        "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "benchmark",
+        "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
+        "scripts", "compile", "atari_wrappers", "benchmark", "distributed",
     ],
     "tools": ["evals", "report", "convert", "tuner"],
     "hub": ["huggingface", "enjoy"],

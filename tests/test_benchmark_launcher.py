@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -254,16 +255,58 @@ def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(t
 
 def test_a_run_that_ignores_sigterm_is_killed_with_its_children(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(benchmark, "STOP_GRACE_S", 0.5)
     command = python_command(run_with_a_child(ignore_sigterm=True)) + " --env-id Pong-v5 --seed 1"
     job = benchmark.Job("Pong-v5", 1, command)
     running = benchmark.start_job(job, tmp_path / "run.log", dict(os.environ))
     try:
         pids = wait_for_pids(tmp_path / "pids_1")
     finally:
-        benchmark.stop_jobs([running])
+        benchmark.stop_jobs([running], grace_s=0.5)
     assert running.process.returncode == -signal.SIGKILL
     assert all_gone(pids)
+
+
+def test_run_pool_returns_each_commands_exit_code_in_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = "import os, sys; print(os.environ['OMP_NUM_THREADS']); sys.exit(int(sys.argv[1]))"
+    commands = [f"{python_command(code)} {n}" for n in (0, 3, 0)] + ["no-such-program"]
+    pool = benchmark.run_pool(commands, workers=2, log_dir="logs", threads_per_run=3)
+    assert pool.exit_codes == [0, 3, 0, 127]
+    assert not pool.interrupted and pool.exit_code == 1
+    assert [(tmp_path / "logs" / f"run{i}.log").read_text() for i in (1, 2, 3)] == ["3\n"] * 3
+    with pytest.raises(ValueError, match="the same log: run1.log"):
+        benchmark.run_pool(["true", benchmark.Job.named("true", "a", "run1.log")], 1, "logs")
+
+
+def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # like the training scripts, each run answers SIGTERM with a checkpoint and exit code 75
+    code = (
+        "import pathlib, signal, sys, time\n"
+        "seed = sys.argv[-1]\n"
+        "def stop(signum, frame):\n"
+        "    pathlib.Path(f'checkpoint_{seed}').touch(); sys.exit(75)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "pathlib.Path(f'started_{seed}').touch()\n"
+        "time.sleep(60)\n"
+    )
+    jobs = [benchmark.Job("Pong-v5", s, f"{python_command(code)} --seed {s}") for s in (1, 2, 3)]
+
+    def ctrl_c_once_two_runs_started():
+        deadline = time.monotonic() + 20
+        while not all((tmp_path / f"started_{s}").exists() for s in (1, 2)):
+            if time.monotonic() > deadline:
+                break  # the assertions below say what went wrong
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)  # reaches the main thread, where the pool runs
+
+    before = signal.getsignal(signal.SIGINT)
+    threading.Thread(target=ctrl_c_once_two_runs_started, daemon=True).start()
+    pool = benchmark.run_pool(jobs, workers=2, log_dir="logs")
+    assert pool.interrupted and pool.exit_code == benchmark.INTERRUPTED
+    assert pool.exit_codes == [75, 75, None]
+    assert sorted(p.name for p in tmp_path.glob("checkpoint_*")) == ["checkpoint_1", "checkpoint_2"]
+    assert signal.getsignal(signal.SIGINT) is before  # the caller's Ctrl-C handler is back
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,12 +407,12 @@ def test_shipped_templates_give_each_array_task_its_env_and_seed(tmp_path, monke
     # run the script as each array task would, with an `srun` that prints what it would run
     write_script(tmp_path / "bin" / "srun", '#!/bin/sh\necho "srun $*"\n')
     script = next(Path("slurm").glob("*.slurm"))
-    jobs = benchmark.make_jobs(benchmark.Args(env_ids=args[1:4], num_seeds=2))
+    jobs = benchmark.make_jobs(benchmark.Args(env_ids=args[1:4], num_seeds=2, command=command))
     for task, job in enumerate(jobs):
         env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
         env["SLURM_ARRAY_TASK_ID"] = str(task)
         out = subprocess.run(["bash", script], env=env, capture_output=True, text=True, check=True)
-        assert f"srun {command} --env-id {job.env_id} --seed {job.seed}\n" in out.stdout
+        assert f"srun {job.command}\n" in out.stdout
 
 
 def test_submitting_prints_the_job_id_and_how_to_watch_it(fake_sbatch, capsys):
@@ -524,3 +567,47 @@ def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
         "cleanrl/ppo_atari_envpool_xla_jax.py",
         "cleanrl/ppo_atari_envpool_xla_jax_scan.py",
     ]
+
+
+@pytest.mark.parametrize(
+    "command, processes",
+    [
+        ("python cleanrl/ppo_atari_envpool.py", 1),
+        ("torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_envpool_multigpu.py", 2),
+        ("/opt/venv/bin/torchrun --nproc-per-node 4 cleanrl/ppo_atari_multigpu.py", 4),
+        ("python -m torch.distributed.run --nproc_per_node 3 x.py", 3),
+        ("python x.py --nproc-per-node 3", 1),  # a flag of the script, not of torchrun
+    ],
+)
+def test_a_commands_processes_are_torchruns_nproc_per_node(command, processes):
+    assert benchmark.Job.named(command, "a", "a.log").processes == processes
+
+
+def test_the_pool_counts_a_torchrun_runs_processes_against_workers(tmp_path, monkeypatch):
+    """In a pool of 3 workers, a 2-process run and a 1-process run start together (2 + 1 <= 3);
+    the next 2-process run waits for the first (2 + 2 > 3). The pool keeps the jobs' order. Each
+    process writes when it started and ended."""
+    monkeypatch.chdir(tmp_path)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    spans = tmp_path / "spans"
+    rank = (
+        "import sys, time; t = time.time(); time.sleep(1.5)\n"
+        f"open({str(spans)!r}, 'a').write(f'{{sys.argv[1]}} {{t}} {{time.time()}}\\n')"
+    )
+
+    def job(name, nproc):
+        command = f"{shlex.quote(sys.executable)} -c {shlex.quote(rank)} {name}"
+        if nproc > 1:
+            command = f"{torchrun} --standalone --nproc-per-node {nproc} --no-python {command}"
+        return benchmark.Job.named(command, name, f"{name}.log")
+
+    pool = benchmark.run_pool([job("a", 2), job("c", 1), job("b", 2)], workers=3, log_dir="logs")
+    assert pool.exit_codes == [0, 0, 0]
+    by_run: dict[str, list[tuple[float, float]]] = {}
+    for line in spans.read_text().splitlines():
+        name, start, end = line.split()
+        by_run.setdefault(name, []).append((float(start), float(end)))
+    assert sorted((name, len(s)) for name, s in by_run.items()) == [("a", 2), ("b", 2), ("c", 1)]
+    a_end = max(end for _, end in by_run["a"])
+    assert min(start for start, _ in by_run["b"]) >= a_end  # b waited for a's two processes
+    assert by_run["c"][0][0] < a_end  # c ran beside a (2 + 1 <= 3)

@@ -19,7 +19,7 @@ from conftest import (
     module_runs,
     run_script,
 )
-from test_ppo_loss import make_agent, make_args, make_batch
+from loss_testing import make_agent, make_args, make_batch
 
 import cleanrl.ppo_atari_envpool as envpool_script
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from checks_testing import SCRIPT_CHECKS, script_args
 from conftest import (
     REPO_ROOT,
     ScriptProcess,
@@ -33,7 +34,6 @@ from conftest import (
     script_env,
 )
 from hub_server import LoopbackHub
-from test_checks import SCRIPT_CHECKS, script_args
 
 from cleanrl_utils.run import Run
 

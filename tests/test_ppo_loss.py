@@ -8,17 +8,15 @@ import copy
 import importlib
 import types
 
-import gymnasium
 import numpy as np
 import pytest
 import torch
 from conftest import as_minibatch
+from loss_testing import BATCH, NUM_ACTIONS, make_agent, make_args, make_batch
 
-from cleanrl.ppo_atari_envpool import Agent, Rollout, ppo_loss, update
+from cleanrl.ppo_atari_envpool import Rollout, ppo_loss, update
 from cleanrl_utils.metrics import explained_variance
 
-NUM_ACTIONS = 4
-BATCH = 16
 STAT_NAMES = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
 
 
@@ -29,43 +27,6 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def make_args(**overrides):
-    args = dict(clip_coef=0.1, norm_adv=True, clip_vloss=True, ent_coef=0.01, vf_coef=0.5)
-    args.update(overrides)
-    return types.SimpleNamespace(**args)
-
-
-def make_agent(seed=0):
-    torch.manual_seed(seed)
-    envs = types.SimpleNamespace(single_action_space=gymnasium.spaces.Discrete(NUM_ACTIONS))
-    return Agent(envs)
-
-
-def make_batch(agent, seed=1, batch=BATCH, num_invalid=6):
-    """A minibatch in which the old policy and old values differ from the agent's, so ratios
-    and value predictions get clipped; the first `num_invalid` entries are invalid."""
-    gen = torch.Generator().manual_seed(seed)
-    obs = torch.randint(0, 256, (batch, 4, 84, 84), dtype=torch.uint8, generator=gen)
-    actions = torch.randint(0, NUM_ACTIONS, (batch,), generator=gen)
-    with torch.no_grad():
-        _, logprobs, _, values = agent.get_action_and_value(obs, actions)
-    logprobs = logprobs + 0.2 * torch.randn(batch, generator=gen)
-    values = values.flatten() + 0.3 * torch.randn(batch, generator=gen)
-    advantages = 1.5 * torch.randn(batch, generator=gen) + 0.5
-    returns = values + advantages
-    valids = torch.ones(batch)
-    valids[:num_invalid] = 0.0
-    return dict(
-        obs=obs,
-        actions=actions,
-        logprobs=logprobs,
-        advantages=advantages,
-        returns=returns,
-        values=values,
-        valids=valids,
-    )
 
 
 def perturb(batch, entries, seed=2):

@@ -567,39 +567,6 @@ def test_report_on_real_short_runs(tmp_path):
     assert image.shape[:2] == report.plot_size(1)[::-1]
 
 
-@pytest.mark.slow
-def test_a_run_stopped_by_sigterm_is_reported_resumable(tmp_path):
-    """A real run stopped by SIGTERM after its first iteration: it writes a checkpoint and exits
-    with 75; the report calls it resumable and names the folder to pass to `--resume`."""
-    args = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64000"]
-    proc = start_script([*args, "--checkpoint-every", "0"], tmp_path)
-    deadline = time.time() + 300
-    stderr = proc.output_files[1].fileno()
-    while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
-        assert proc.poll() is None, describe(finish_script(proc))
-        assert time.time() < deadline, "no iteration done after 300 s"
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    done = finish_script(proc, timeout=120)
-    assert done.returncode == 75, describe(done)
-    (run_dir,) = run_dirs(tmp_path)
-    # right away, its logs a second old: stopped (config.json says so), not still running
-    proc = run_script(
-        ["runs", "--output-dir", "report", "--include-unfinished"],
-        tmp_path,
-        module="cleanrl_utils.report",
-    )
-    assert proc.returncode == 0, describe(proc)
-    notes = (tmp_path / "report" / "notes.md").read_text()
-    # the checkpoint is of the last iteration logged: nothing to play again
-    resume = f"checkpointed): `--resume runs/{run_dir.name}` continues it"
-    assert f"`{run_dir.name}`: stopped, resumable (" in notes and resume in notes, notes
-    assert ", stopped by SIGTERM 0 min ago" in notes, notes
-    assert "crashed or killed" not in notes and "still running" not in notes
-    (row,) = csv.DictReader((tmp_path / "report" / "runs.csv").open())
-    assert row["status"] == "resumable"
-
-
 def test_windows_table_is_the_mean_score_of_the_games_ended_in_each_window(tmp_path):
     """`--windows 2048` over 10,240 steps: five windows; make_run spreads the games evenly, so
     seed 1's 9 games (steps 1024, 2048, ... 9216) fall two to a window (one in the last)."""

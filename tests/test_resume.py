@@ -10,11 +10,14 @@ That a restored state continues training bit for bit is shown in-process in test
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
 import signal
 import time
+import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,7 @@ from conftest import (
     run_script,
     start_script,
 )
+from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
@@ -70,50 +74,109 @@ def steps_of(run_dir: Path, tag: str = "losses/value_loss") -> list[int]:
     return [step for step, _ in read_scalars(run_dir, files=None).get(tag, [])]
 
 
-def game_independent_state(payload: dict) -> dict:
-    """What a run at an iteration holds whatever games it played: its position, its RNGs (a fixed
-    number of draws per iteration), the optimizer's step count and the JAX keys."""
-    rng, state = payload["rng"], payload["state"]
-    out = {
-        "iteration": payload["iteration"],
-        "global_step": payload["global_step"],
-        "python": rng["python"],
-        "numpy": [np.asarray(x).tolist() for x in rng["numpy"]],
-    }
-    if "torch" in rng:
-        out["torch"] = np.asarray(rng["torch"]).tolist()
-    if "optimizer" in state:
-        out["adam_steps"] = [float(s["step"]) for s in state["optimizer"]["state"].values()]
-    else:
-        out["adam_steps"] = int(state["agent_state"]["step"])
-        out["keys"] = [np.asarray(state[k]).tolist() for k in ("key", "rollout_key")]
+RESUME_TEST = "test_a_resumed_run_carries_on_where_its_checkpoint_left_off"
+STOP_TEST = "test_a_stop_signal_writes_a_checkpoint_and_the_run_resumes"
+REPORT_TEST = "test_the_report_calls_a_run_stopped_by_sigterm_resumable"
+STOP_CASES = {  # id: script, signal, exit code
+    "envpool-SIGTERM": ("ppo_atari_envpool", signal.SIGTERM, CHECKPOINT_EXIT),
+    "gymnasium-SIGUSR1": ("ppo_atari", signal.SIGUSR1, CHECKPOINT_EXIT),
+    "envpool-Ctrl-C": ("ppo_atari_envpool", signal.SIGINT, INTERRUPTED_EXIT),
+}
+STOPPED_ITERATIONS = 6
+
+
+def straight_then_resumed(name: str, cwd: Path, resume: bool) -> types.SimpleNamespace:
+    """`name` run straight to iteration 4 (checkpoints at 2 and 4), its folder kept as it was
+    then in `straight_dir`; with `resume`, the run then resumed from its checkpoint of
+    iteration 2."""
+    straight = run_script(tiny_args(name), cwd, script=script_path(name))
+    out = types.SimpleNamespace(straight=straight, straight_dir=None, run_dir=None, resumed=None)
+    if straight.returncode != 0:
+        return out
+    (out.run_dir,) = run_dirs(cwd)
+    kept = cwd.parent / f"{cwd.name}-straight" / "runs" / out.run_dir.name
+    out.straight_dir = Path(shutil.copytree(out.run_dir, kept))
+    if resume:
+        checkpoint = out.run_dir / "checkpoint_0000002.ckpt"
+        out.resumed = run_script(["--resume", str(checkpoint)], cwd, script=script_path(name))
     return out
+
+
+def stopped_then_resumed(name: str, signum: int, cwd: Path) -> types.SimpleNamespace:
+    """`name` stopped by `signum` once its first iteration is done, its folder kept as it was
+    then in `stopped_dir`; after Ctrl-C, the run then resumed to its end."""
+    proc = start_script(tiny_args(name, STOPPED_ITERATIONS, every=0), cwd, script=script_path(name))
+    deadline = time.time() + 300
+    stderr = proc.output_files[1].fileno()
+    while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no iteration done after 300 s"
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    out = types.SimpleNamespace(done=finish_script(proc, timeout=120), run_dir=None, resumed=None)
+    found = run_dirs(cwd)
+    if len(found) != 1:
+        return out
+    (out.run_dir,) = found
+    kept = cwd.parent / f"{cwd.name}-stopped" / "runs" / out.run_dir.name
+    out.stopped_dir = Path(shutil.copytree(out.run_dir, kept))
+    if signum == signal.SIGINT:
+        resume = ["--resume", f"runs/{out.run_dir.name}"]
+        out.resumed = run_script(resume, cwd, script=script_path(name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def background_runs(request, tmp_path_factory):
+    """The runs that this module's selected tests check, each with what follows it (a resumption),
+    started all at once when the first test needs one, each in a thread of its own: a process
+    start (torch, EnvPool, JAX and its compilations) costs seconds, and on a small machine the
+    scripts' processes overlap each other and the module's other tests. The EnvPool script's
+    straight run is also `finished_run`, and its run stopped by SIGTERM the report's. Keys: a
+    script's name (straight to iteration 4, then, for `RESUME_TEST`, resumed from iteration 2),
+    or a `STOP_CASES` id."""
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    resumed = {i.callspec.params["name"] for i in items if i.originalname == RESUME_TEST}
+    straight = set(resumed)
+    if any("finished_run" in i.fixturenames for i in items):
+        straight.add("ppo_atari_envpool")
+    stopped = {i.callspec.id for i in items if i.originalname == STOP_TEST}
+    if any(i.originalname == REPORT_TEST for i in items):
+        stopped.add("envpool-SIGTERM")
+    with ThreadPoolExecutor(max_workers=max(1, len(straight) + len(stopped))) as threads:
+        futures = {
+            name: threads.submit(
+                straight_then_resumed, name, tmp_path_factory.mktemp(name), name in resumed
+            )
+            for name in sorted(straight)
+        }
+        for case in sorted(stopped):
+            name, signum, _ = STOP_CASES[case]
+            cwd = tmp_path_factory.mktemp(case)
+            futures[case] = threads.submit(stopped_then_resumed, name, signum, cwd)
+        yield futures
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCRIPTS))
-def test_a_resumed_run_carries_on_where_its_checkpoint_left_off(name, tmp_path):
-    straight = run_script(tiny_args(name), tmp_path, script=script_path(name))
-    assert straight.returncode == 0, describe(straight)
-    (run_dir,) = run_dirs(tmp_path)
-    assert [p.name for p in list_checkpoints(run_dir)] == [
+def test_a_resumed_run_carries_on_where_its_checkpoint_left_off(name, background_runs):
+    runs = background_runs[name].result()
+    assert runs.straight.returncode == 0, describe(runs.straight)
+    straight_dir, run_dir = runs.straight_dir, runs.run_dir
+    assert [p.name for p in list_checkpoints(straight_dir)] == [
         "checkpoint_0000004.ckpt",
         "checkpoint_0000002.ckpt",
     ]
-    at_2 = read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
-    at_4 = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    at_2 = read_checkpoint(straight_dir / "checkpoint_0000002.ckpt")
+    at_4 = read_checkpoint(straight_dir / "checkpoint_0000004.ckpt")
     assert (at_2["iteration"], at_2["global_step"]) == (2, 2 * BATCH)
     assert "lstm_state" not in at_4["state"]  # (games restart: no resume would read it)
-    learning_rates = read_scalars(run_dir)["charts/learning_rate"]
+    learning_rates = read_scalars(straight_dir)["charts/learning_rate"]
 
-    resumed = run_script(
-        ["--resume", str(run_dir / "checkpoint_0000002.ckpt")],
-        tmp_path,
-        script=script_path(name),
-    )
+    resumed = runs.resumed
     assert resumed.returncode == 0, describe(resumed)
     assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
-    assert run_dirs(tmp_path) == [run_dir]  # the same run folder carries on
+    assert run_dirs(run_dir.parent.parent) == [run_dir]  # the same run folder carries on
     again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
     assert game_independent_state(again) == game_independent_state(at_4)
     # TensorBoard: the resumed run's iterations 3 and 4 replace the straight run's, once each
@@ -162,52 +225,34 @@ def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name, signum, code",
-    [
-        ("ppo_atari_envpool", signal.SIGTERM, CHECKPOINT_EXIT),
-        ("ppo_atari", signal.SIGUSR1, CHECKPOINT_EXIT),
-        ("ppo_atari_envpool", signal.SIGINT, INTERRUPTED_EXIT),
-    ],
-    ids=["envpool-SIGTERM", "gymnasium-SIGUSR1", "envpool-Ctrl-C"],
-)
-def test_a_stop_signal_writes_a_checkpoint_and_the_run_resumes(name, signum, code, tmp_path):
-    iterations = 6
-    proc = start_script(tiny_args(name, iterations, every=0), tmp_path, script=script_path(name))
-    deadline = time.time() + 300
-    stderr = proc.output_files[1].fileno()
-    while b"step " not in os.pread(stderr, 1 << 16, 0):  # a progress line: iteration 1 is done
-        assert proc.poll() is None, describe(finish_script(proc))
-        assert time.time() < deadline, "no iteration done after 300 s"
-        time.sleep(0.1)
-    proc.send_signal(signum)
-    done = finish_script(proc, timeout=120)
+@pytest.mark.parametrize("case", list(STOP_CASES))
+def test_a_stop_signal_writes_a_checkpoint_and_the_run_resumes(case, background_runs):
+    _, signum, code = STOP_CASES[case]
+    runs = background_runs[case].result()
+    done = runs.done
     assert done.returncode == code, describe(done)
     name_in_messages = "Ctrl-C" if signum == signal.SIGINT else signum.name
     assert f"received {name_in_messages}: finishing this iteration" in done.stderr
     assert "Traceback" not in done.stderr
-    (run_dir,) = run_dirs(tmp_path)
-    (checkpoint,) = list_checkpoints(run_dir)
+    assert runs.run_dir is not None, describe(done)
+    (checkpoint,) = list_checkpoints(runs.stopped_dir)
     payload = read_checkpoint(checkpoint)
     # the checkpoint is of the last iteration logged: nothing is lost, nothing logged twice
-    assert payload["global_step"] == max(steps_of(run_dir)) == payload["iteration"] * BATCH
-    assert payload["iteration"] < iterations
-    assert f"--resume runs/{run_dir.name})" in done.stderr  # the command that continues it
+    assert payload["global_step"] == max(steps_of(runs.stopped_dir)) == payload["iteration"] * BATCH
+    assert payload["iteration"] < STOPPED_ITERATIONS
+    assert f"--resume runs/{runs.run_dir.name})" in done.stderr  # the command that continues it
     if signum != signal.SIGINT:
         return
-    resumed = run_script(["--resume", f"runs/{run_dir.name}"], tmp_path, script=script_path(name))
-    assert resumed.returncode == 0, describe(resumed)
-    assert steps_of(run_dir) == [BATCH * i for i in range(1, iterations + 1)]
+    assert runs.resumed.returncode == 0, describe(runs.resumed)
+    assert steps_of(runs.run_dir) == [BATCH * i for i in range(1, STOPPED_ITERATIONS + 1)]
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
+def finished_run(background_runs):
     """A finished 4-iteration run of the EnvPool script, checkpoints at iterations 2 and 4."""
-    cwd = tmp_path_factory.mktemp("finished")
-    done = run_script(tiny_args("ppo_atari_envpool"), cwd, script=script_path("ppo_atari_envpool"))
-    assert done.returncode == 0, describe(done)
-    (run_dir,) = run_dirs(cwd)
-    return run_dir
+    runs = background_runs["ppo_atari_envpool"].result()
+    assert runs.straight.returncode == 0, describe(runs.straight)
+    return runs.straight_dir
 
 
 def copy_run(run_dir: Path, tmp_path: Path) -> Path:
@@ -244,6 +289,29 @@ def test_a_contradicting_flag_on_resume_is_one_clear_error(finished_run, tmp_pat
     done = run_script(["--resume", str(run_dir), "--num-minibatches=4"], tmp_path)
     assert done.returncode == 2, describe(done)
     assert "made with --num-minibatches 2, this command gives 4" in done.stderr, describe(done)
+
+
+@pytest.mark.slow
+def test_the_report_calls_a_run_stopped_by_sigterm_resumable(background_runs):
+    """The real run that SIGTERM stopped after its first iteration (the stop test's): the report
+    calls it resumable and names the folder to pass to `--resume`."""
+    runs = background_runs["envpool-SIGTERM"].result()
+    assert runs.done.returncode == CHECKPOINT_EXIT, describe(runs.done)
+    cwd = runs.stopped_dir.parent.parent
+    proc = run_script(
+        ["runs", "--output-dir", "report", "--running-minutes", "0", "--include-unfinished"],
+        cwd,
+        module="cleanrl_utils.report",
+    )
+    assert proc.returncode == 0, describe(proc)
+    notes = (cwd / "report" / "notes.md").read_text()
+    # the checkpoint is of the last iteration logged: nothing to play again
+    name = runs.stopped_dir.name
+    resume = f"checkpointed): `--resume runs/{name}` continues it"
+    assert f"`{name}`: stopped, resumable (" in notes and resume in notes, notes
+    assert "crashed or killed" not in notes
+    (row,) = csv.DictReader((cwd / "report" / "runs.csv").open())
+    assert row["status"] == "resumable"
 
 
 def test_checkpoint_files_round_trip_and_detect_damage(tmp_path):

@@ -130,6 +130,8 @@ def test_help_documents_every_flag(capsys, monkeypatch):
         (["--extra-args=--num-envs two"], "takes an integer, got 'two'"),
         (["--extra-args=--num-envs"], "--num-envs in --extra-args has no value"),
         (["--extra-args=--num-envs 0"], "--num-envs in --extra-args must be at least 1"),
+        (["--nproc", "3"], "--nproc 3 does not divide the 8 envs"),
+        (["--scripts", "ppo_atari_dp"], "ppo_atari_envpool_multigpu"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(argv, message, capsys):
@@ -323,3 +325,20 @@ def test_baseline_ratios_pair_each_run_with_the_baseline_run_before_it():
     }
     text = tp.baseline_ratios(runs, ["ppo_atari_envpool"])
     assert text.splitlines()[1] == "  ppo_atari_envpool: 1.50, 1.30 (1.40)"
+
+
+def test_a_multi_process_script_runs_under_torchrun_with_the_same_batch():
+    args, sizes = tp.parse_args(
+        ["--scripts", "ppo_atari_envpool_multigpu", "--extra-args=--num_envs=16"]
+    )
+    command = tp.script_command("ppo_atari_envpool_multigpu", args, sizes)
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert command[5].endswith("cleanrl/ppo_atari_envpool_multigpu.py")
+    assert "--num_envs=16" not in command and command[command.index("--local-num-envs") + 1] == "8"
+    assert command[-2:] == ["--total-timesteps", str(6 * 16 * 128)]  # 1 + 5 iterations
+    single = tp.script_command("ppo_atari_envpool", args, sizes)
+    assert single[1].endswith("cleanrl/ppo_atari_envpool.py") and "--num_envs=16" in single
+    assert tp.without_flag(["--num-envs", "4", "--x", "--num_envs=2", "1"], "num-envs") == [
+        "--x",
+        "1",
+    ]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Annotated
 import tyro
 
 from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import FAILED, CtrlCExit
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.plots import plot_set, without_games
@@ -59,28 +59,19 @@ class Command(Args):
         return (*self.folders, *self.runs) or DEFAULT_RUNS
 
 
-INTERRUPTED = 130  # the shell's exit code for a process stopped by Ctrl-C
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code: 0; 1 when no run could be reported (the notes
-    say why); 130 after Ctrl-C. Bad input (no run at all among them) exits with code 2."""
-    try:
+    say why). Ctrl-C exits with code 130. Bad input (no run at all among them) exits with code 2."""
+    with CtrlCExit("interrupted (Ctrl-C): nothing written"):
         report = read_report(parse_args(argv))
-    except KeyboardInterrupt:
-        print("interrupted (Ctrl-C): nothing written", file=sys.stderr)
-        return INTERRUPTED
     out = report.args.output_dir
-    try:
+    with CtrlCExit(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
         fragments = write_report(report)
         print(fragments["returns.md"])
         print("notes:")
         print(fragments["notes.md"])
         print(f"report written to {Path(out) / 'report.md'}")
-    except KeyboardInterrupt:
-        print(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete", file=sys.stderr)
-        return INTERRUPTED
-    return 0 if report.cells else 1
+    return 0 if report.cells else FAILED
 
 
 def parse_args(argv: list[str] | None) -> Command:

@@ -1,0 +1,79 @@
+# docs: docs/benchmark_launcher.md
+"""Fan a training command out over env ids and seeds: a local pool of workers or a SLURM array.
+
+    python -m cleanrl_utils.benchmark --env-ids Pong-v5 Breakout-v5 --num-seeds 3 --workers 2 \
+        --command "python cleanrl/ppo_atari_envpool.py"
+
+Every job (one run) is `COMMAND --env-id ENV_ID --seed SEED`, env-major: job i has
+env_ids[i // num_seeds] and seed start_seed + i % num_seeds, the same order as the SLURM array's
+task ids.
+
+- `common`: the flags (`Args`), the jobs, how a run ended (`Result`) and how it is reported, the
+  thread limits, the W&B tag;
+- `local`: the local pool, also as a function for other programs (`run_pool`);
+- `slurm`: the SLURM array: the template, `sbatch`, `--slurm-wait`;
+- `cli`: the command line (`main`).
+"""
+
+from cleanrl_utils.benchmark.cli import check_args, main
+from cleanrl_utils.benchmark.common import (
+    LOG_TAIL_LINES,
+    PROG,
+    THREAD_VARIABLES,
+    Args,
+    Job,
+    Result,
+    autotag,
+    killed_by,
+    log_tail,
+    make_jobs,
+    print_summary,
+    report_failure,
+    tagged_env,
+    thread_limits,
+    usable_cpus,
+)
+from cleanrl_utils.benchmark.local import (
+    POLL_S,
+    STOP_GRACE_S,
+    PoolResult,
+    Running,
+    pool,
+    run_local,
+    run_pool,
+    start_job,
+    stop_jobs,
+)
+from cleanrl_utils.benchmark.slurm import (
+    FINAL_STATES,
+    NEEDS,
+    PLACEHOLDER,
+    SLURM_DIR,
+    SLURM_LOGS,
+    TaskState,
+    local_command,
+    log_pattern,
+    no_slurm,
+    parse_duration,
+    query_array,
+    remove_slurm_file,
+    render_template,
+    run_slurm,
+    submit,
+    template_values,
+    wait_for_array,
+    write_slurm_file,
+)
+from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, StopRequest
+
+__all__ = [
+    "FINAL_STATES", "INTERRUPTED", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",
+    "SLURM_DIR", "SLURM_LOGS", "STOP_GRACE_S", "THREAD_VARIABLES", "USAGE_ERROR", "Args", "Job",
+    "PoolResult", "Result", "Running", "StopRequest", "TaskState", "autotag", "check_args", "fail",
+    "killed_by", "local_command", "log_pattern", "log_tail", "main", "make_jobs", "no_slurm",
+    "parse_duration", "pool", "print_summary", "query_array", "remove_slurm_file",
+    "render_template", "report_failure", "run_local", "run_pool", "run_slurm", "start_job",
+    "stop_jobs", "submit", "tagged_env", "template_values", "thread_limits", "usable_cpus",
+    "wait_for_array", "write_slurm_file",
+]  # fmt: skip

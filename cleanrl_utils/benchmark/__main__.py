@@ -1,0 +1,10 @@
+"""`python -m cleanrl_utils.benchmark`: see `cli.py` and docs/benchmark_launcher.md."""
+
+import sys
+
+from cleanrl_utils import extras
+from cleanrl_utils.benchmark.cli import main
+
+if __name__ == "__main__":
+    extras.install()  # a missing optional package: one line naming its install command
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Fan a training command out over env ids and seeds: a local pool of workers or a SLURM array.
+
+The command line (`python -m cleanrl_utils.benchmark`): the flags checked, the commands printed,
+then the local pool (`local.py`) or the SLURM array (`slurm.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+import tyro
+
+from cleanrl_utils.benchmark.common import PROG, Args, autotag, make_jobs, print_summary, tagged_env
+from cleanrl_utils.benchmark.local import run_pool
+from cleanrl_utils.benchmark.slurm import run_slurm
+from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import INTERRUPTED
+
+
+def check_args(args: Args) -> None:
+    if not args.env_ids:
+        fail("--env-ids needs at least one env id")
+    repeated = sorted({e for e in args.env_ids if args.env_ids.count(e) > 1})
+    if repeated:
+        fail(f"--env-ids lists {', '.join(repeated)} more than once")
+    if not args.command.strip():
+        fail("--command is empty")
+    try:
+        shlex.split(args.command)
+    except ValueError as e:
+        fail(f"--command {args.command!r} cannot be parsed: {e}")
+    if args.num_seeds <= 0:
+        fail(f"--num-seeds must be positive, got {args.num_seeds}")
+    if args.workers < 0:
+        fail(f"--workers must not be negative, got {args.workers}")
+    for flag in ("threads_per_run", "slurm_gpus_per_task", "slurm_total_cpus", "slurm_nodes"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    if args.slurm_ntasks <= 0:
+        fail(f"--slurm-ntasks must be positive, got {args.slurm_ntasks}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The launcher; returns its exit code: 0; 1 when a run failed; 130 after Ctrl-C. Bad input
+    exits with code 2 before anything runs or is submitted."""
+    args = tyro.cli(Args, args=argv, prog=PROG, description=__doc__.split("\n\n")[0])
+    check_args(args)
+    jobs = make_jobs(args)
+
+    env = dict(os.environ)
+    if args.auto_tag:
+        tag = autotag()
+        env = tagged_env(env, tag)
+        print(f"autotag: WANDB_TAGS={env['WANDB_TAGS']}" if tag else "autotag: no git tag found")
+
+    print("======= commands to run:")
+    print("\n".join(job.command for job in jobs), flush=True)
+
+    if args.slurm_template_path is not None:
+        return run_slurm(args, jobs, env)
+    if args.workers == 0:
+        print("not running the commands: --workers is 0")
+        return 0
+    log_dir = args.log_dir or Path("benchmark_logs") / time.strftime("%Y%m%d-%H%M%S")
+    pool = run_pool(jobs, args.workers, log_dir, threads_per_run=args.threads_per_run, env=env)
+    if pool.interrupted:
+        return INTERRUPTED
+    return print_summary(pool.results)

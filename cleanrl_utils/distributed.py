@@ -1,0 +1,273 @@
+"""One run on many processes: `torch.distributed` set up from torchrun's variables, and the few
+collectives a data-parallel script makes.
+
+A script of `cleanrl/` that runs on many processes (launched by `torchrun`, one process per rank)
+makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
+
+    dist = Distributed(args)      # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2
+    run = Run(args, __file__, dist=dist)  # rank 0 alone writes; the stop agreement; RNGs of all ranks
+    ...                           # the checks: one `error:` line on every rank, before connecting
+    dist.connect()                # the process group (gloo or NCCL), with a bounded wait
+    ...
+    loss.backward()
+    dist.sum_gradients(agent)     # every minibatch: the ranks' gradients summed
+    ...
+    games = dist.gather(finished) # every rank's finished games, to rank 0 (None elsewhere)
+
+Run alone (no torchrun), the script is a one-process run: world size 1, no process group, and
+every call does what one process needs (nothing, or returns its input).
+
+The update is the single-process update of the global batch. Every rank draws the same
+permutation of the global batch (`np.random` seeded alike) and takes from each minibatch the
+transitions it holds (`local_indices`), so that the ranks' minibatches together are the
+single-process minibatch. Means over a minibatch are sums over each rank's share divided by the
+minibatch's global count (`sum`), so that summing the ranks' gradients gives the gradient of the
+union minibatch's loss.
+
+A rank that dies (its process killed, its node gone) fails the next collective of the others;
+they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting. Every wait
+is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+
+from cleanrl_utils.checks import USAGE_ERROR, fail
+from cleanrl_utils.exits import FAILED
+
+TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
+LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint with --resume auto
+ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
+
+
+def port_in_use(addr: str, port: str) -> bool:
+    """Whether another process listens on `port` of this host (rank 0 would host the store)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("" if addr in ("localhost", "127.0.0.1") else addr, int(port)))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+        except ValueError:
+            return False
+    return False
+
+
+class Distributed:
+    """This process's place in the run (rank, world size, device) and the collectives."""
+
+    def __init__(self, args):
+        """Reads torchrun's variables and chooses the device (`--device-ids`, `--cuda`); a
+        `--backend` or `--device-ids` that cannot work is one `error:` line and exit code 2, on
+        every rank alike (each checks the same thing), before any connection."""
+        import torch
+
+        env = os.environ
+        self.world_size = int(env.get("WORLD_SIZE", 1))
+        self.rank = int(env.get("RANK", 0))
+        self.local_rank = int(env.get("LOCAL_RANK", 0))
+        local_world_size = int(env.get("LOCAL_WORLD_SIZE", self.world_size))
+        self.backend = args.backend
+        self.is_main = self.rank == 0
+        self.group = None
+        if args.local_num_envs <= 0:
+            fail(f"--local-num-envs must be positive, got {args.local_num_envs}")
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if args.backend == "nccl" and gpus == 0:
+            fail("--backend nccl needs CUDA GPUs and torch sees none here: use --backend gloo")
+        if args.device_ids and local_world_size > len(args.device_ids):
+            fail(
+                f"{local_world_size} processes on this node but --device-ids names "
+                f"{len(args.device_ids)} device(s) ({' '.join(map(str, args.device_ids))}): "
+                "one device per process"
+            )
+        if args.device_ids and gpus and max(args.device_ids) >= gpus:
+            fail(f"--device-ids {max(args.device_ids)}: torch sees {gpus} GPU(s) on this node")
+        if args.backend == "nccl" or (args.cuda and gpus):
+            ids = args.device_ids or list(range(gpus))
+            self.device = torch.device("cuda", ids[self.local_rank % len(ids)])
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        if self.rank != 0:  # the other ranks' informational lines would repeat rank 0's
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+
+    def connect(self) -> None:
+        """Joins the process group (a one-process run has none). A port in use or a rank 0
+        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2."""
+        if self.world_size == 1:
+            return
+        import torch.distributed as torch_dist
+
+        addr, port = os.environ.get("MASTER_ADDR", "?"), os.environ.get("MASTER_PORT", "?")
+        where = f"{addr}:{port}"
+        hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"  # not torchrun's
+        if self.rank == 0 and hosts_store and port_in_use(addr, port):
+            fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
+        # whatever the process group waits on (a store that never answers), it waits no longer
+        watchdog = threading.Timer(TIMEOUT_S, self._never_joined, args=(where,))
+        watchdog.daemon = True
+        watchdog.start()
+        timeout = datetime.timedelta(seconds=TIMEOUT_S)
+        try:
+            torch_dist.init_process_group(
+                self.backend, rank=self.rank, world_size=self.world_size, timeout=timeout
+            )
+        except (RuntimeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fail(f"rank {self.rank}: could not join the other ranks at {where} ({first})")
+        finally:
+            watchdog.cancel()
+        self.group = torch_dist.group.WORLD
+        self.store = torch_dist.distributed_c10d._get_default_store()
+
+    def _never_joined(self, where: str) -> None:
+        print(
+            f"error: rank {self.rank}: the {self.world_size} ranks did not all join at {where} "
+            f"within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(USAGE_ERROR)
+
+    def close(self) -> None:
+        if self.group is not None:
+            import torch.distributed as torch_dist
+
+            torch_dist.destroy_process_group()
+            self.group = None
+
+    # -- the collectives --------------------------------------------------------------------
+
+    def _collective(self, op, *args, **kwargs):
+        """`op(*args)`, or one line naming the lost rank(s) and `LOST_RANK_EXIT` when a rank is
+        gone."""
+        try:
+            return op(*args, **kwargs)
+        except RuntimeError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc) -> None:
+        """The ranks left say so in the store (torchrun's agent keeps it; without torchrun,
+        rank 0 does); the ranks that do not within `ALIVE_WAIT_S` are lost."""
+        lost: list[int] | None = None
+        try:
+            self.store.set(f"cleanrl/alive/{self.rank}", "1")
+            deadline = time.time() + ALIVE_WAIT_S
+            while True:
+                lost = [
+                    r
+                    for r in range(self.world_size)
+                    if not self.store.check([f"cleanrl/alive/{r}"])
+                ]
+                if not lost or time.time() > deadline:
+                    break
+                time.sleep(0.1)
+        except RuntimeError:  # the store went with rank 0
+            lost = [0]
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        names = ", ".join(map(str, lost or [])) or "unknown"
+        print(
+            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); the run "
+            "goes on from its newest checkpoint with --resume auto",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
+
+    def sum(self, tensor):
+        """`tensor` summed over the ranks (a new tensor on every rank)."""
+        if self.world_size == 1:
+            return tensor
+        import torch.distributed as torch_dist
+
+        tensor = tensor.detach().clone()
+        self._collective(torch_dist.all_reduce, tensor)
+        return tensor
+
+    def sum_values(self, values: dict) -> dict:
+        """A dict of scalar tensors, each summed over the ranks (one collective)."""
+        if self.world_size == 1:
+            return values
+        import torch
+
+        summed = self.sum(torch.stack([v.detach().float() for v in values.values()]))
+        return dict(zip(values, summed.unbind()))
+
+    def sum_gradients(self, module) -> None:
+        """The gradients of `module`'s parameters, summed over the ranks in place (one
+        collective): each rank's loss is its share of the minibatch's mean, so the sum is the
+        gradient of the whole minibatch's loss."""
+        if self.world_size == 1:
+            return
+        import torch.distributed as torch_dist
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        flat = _flatten_dense_tensors(grads)
+        self._collective(torch_dist.all_reduce, flat)
+        for grad, summed in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            grad.copy_(summed)
+
+    def broadcast_parameters(self, module) -> None:
+        """Rank 0's parameters and buffers on every rank (the network starts the same)."""
+        if self.world_size == 1:
+            return
+        import torch.distributed as torch_dist
+
+        for tensor in [*module.parameters(), *module.buffers()]:
+            self._collective(torch_dist.broadcast, tensor.data, src=0)
+
+    def cat(self, tensor, dim: int):
+        """Every rank's `tensor` (all of one shape) concatenated along `dim`, in rank order."""
+        if self.world_size == 1:
+            return tensor
+        import torch
+        import torch.distributed as torch_dist
+
+        parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        self._collective(torch_dist.all_gather, parts, tensor.contiguous())
+        return torch.cat(parts, dim=dim)
+
+    def gather(self, value) -> list | None:
+        """Every rank's `value` (plain Python data), in rank order, on rank 0; None elsewhere."""
+        if self.world_size == 1:
+            return [value]
+        import torch.distributed as torch_dist
+
+        out = [None] * self.world_size if self.is_main else None
+        self._collective(torch_dist.gather_object, value, out, dst=0)
+        return out
+
+    def agreed_stop(self, signum: int | None) -> int | None:
+        """The stop agreement, once an iteration on every rank: None when no rank got a stop
+        signal, else the signal of the lowest rank that got one, the same on every rank, so
+        that all stop after the same iteration."""
+        if self.world_size == 1:
+            return signum
+        import torch
+
+        got = torch.tensor([0 if signum is None else int(signum)], device=self.device)
+        signals = self.cat(got, dim=0).tolist()
+        return next((s for s in signals if s), None)
+
+    # -- the batch --------------------------------------------------------------------------
+
+    def local_indices(self, global_inds: np.ndarray, num_envs: int) -> np.ndarray:
+        """The transitions of a minibatch of the global batch that this rank holds, as indices
+        into its own flattened rollout. The global rollout is (num_steps, num_envs), rank r
+        holding envs [r * n, (r + 1) * n); flattened, transition (t, e) is t * num_envs + e."""
+        if self.world_size == 1:
+            return global_inds
+        n = num_envs // self.world_size
+        t, e = np.divmod(global_inds, num_envs)
+        mine = e // n == self.rank
+        return t[mine] * n + e[mine] % n

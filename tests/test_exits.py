@@ -1,0 +1,62 @@
+"""`cleanrl_utils.exits`: the exit codes, defined once, and what Ctrl-C does."""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+
+import pytest
+from conftest import REPO_ROOT
+
+from cleanrl_utils import exits
+
+
+def test_ctrl_c_in_an_entry_point_is_one_line_and_exit_code_130(capsys):
+    @exits.stops_on_ctrl_c
+    def main():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    assert stopped.value.code == exits.INTERRUPTED == 130
+    assert stopped.value.__suppress_context__  # no traceback of the KeyboardInterrupt
+    assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+    with pytest.raises(SystemExit), exits.CtrlCExit("interrupted (Ctrl-C): nothing written"):
+        raise KeyboardInterrupt
+    assert capsys.readouterr().err == "interrupted (Ctrl-C): nothing written\n"
+    with pytest.raises(ValueError), exits.CtrlCExit():  # other errors go on as they were
+        raise ValueError
+
+
+def test_stop_request_sets_a_flag_and_gives_the_handlers_back():
+    before = {s: signal.getsignal(s) for s in exits.StopRequest.SIGNALS}
+    with exits.StopRequest() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt: only the flag
+        signal.raise_signal(signal.SIGTERM)
+        assert stop.requested
+    assert {s: signal.getsignal(s) for s in exits.StopRequest.SIGNALS} == before
+
+
+EXIT_CODES = {exits.FAILED, exits.USAGE_ERROR, exits.CHECKPOINT_EXIT, exits.INTERRUPTED}
+
+
+def test_each_exit_code_is_defined_once_in_cleanrl_utils():
+    """`NAME = 2`, `NAME = 75`, `NAME = 130` where NAME speaks of an exit: only in exits.py."""
+    found = []
+    for path in sorted((REPO_ROOT / "cleanrl_utils").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value in EXIT_CODES | {exits.CANNOT_START}
+                and any(
+                    word in target.id
+                    for target in node.targets
+                    if isinstance(target, ast.Name)
+                    for word in ("EXIT", "ERROR", "INTERRUPT", "FAIL", "START")
+                )
+            ):
+                found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert found and all(f.startswith("cleanrl_utils/exits.py:") for f in found), found

@@ -1,0 +1,421 @@
+"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine),
+alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
+resume, a rank killed with -9); bad input on every rank. The update itself is proven equal to
+the single-process update in test_distributed.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    REPO_ROOT,
+    assert_usage_error,
+    describe,
+    finish_script,
+    read_scalars,
+    run_dirs,
+    run_script,
+    script_env,
+)
+from resume_testing import game_independent_state
+
+from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+
+ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
+GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
+MULTINODE_TEMPLATE = REPO_ROOT / "benchmark" / "cleanrl_multinode.slurm_template"
+LOCAL_ENVS, STEPS = 2, 16
+BATCH = 2 * LOCAL_ENVS * STEPS  # two ranks
+MAX_EPISODE_STEPS = 20  # games end (truncated) every 20 steps: each env finishes some
+TINY = [
+    "--local-num-envs",
+    str(LOCAL_ENVS),
+    "--num-steps",
+    str(STEPS),
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "2",
+    "--checkpoint-every",
+    "2",
+]
+
+
+def envpool_args(iterations: int, batch: int = BATCH) -> list[str]:
+    return [
+        *TINY,
+        "--max-episode-steps",
+        str(MAX_EPISODE_STEPS),
+        "--total-timesteps",
+        str(iterations * batch),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_of(cwd, **extra) -> dict[str, str]:
+    return script_env(cwd, PYTHONPATH=str(REPO_ROOT), **extra)
+
+
+def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    """A command (torchrun, or one rank) in `cwd`, in its own process group, output to files."""
+    import tempfile
+
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env or env_of(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        text=True,
+        start_new_session=True,
+    )
+    proc.output_files = (out, err)
+    return proc
+
+
+def torchrun(script: Path, args: list[str], nproc: int = 2, launcher: list[str] | None = None):
+    launcher = launcher or ["--standalone", f"--nproc_per_node={nproc}"]
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, str(script), *args]
+
+
+def rank_command(script: Path, args: list[str]) -> list[str]:
+    return [sys.executable, str(script), *args]
+
+
+def rank_env(cwd, rank: int, port: int, **extra) -> dict[str, str]:
+    """What torchrun would set for rank `rank` of 2 (a launch without torchrun, as srun can)."""
+    return env_of(
+        cwd,
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        **extra,
+    )
+
+
+def worker_pids(launcher_pid: int) -> dict[int, int]:
+    """rank -> pid of torchrun's workers."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != launcher_pid:
+                continue
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        for item in environ:
+            if item.startswith(b"RANK="):
+                found[int(item[5:])] = int(stat.parent.name)
+    return found
+
+
+def wait_for(path_glob: str, cwd: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not list(cwd.glob(path_glob)):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, f"no {path_glob} after {timeout} s"
+        time.sleep(0.05)
+
+
+def games(run_dir: Path) -> list[tuple[int, float]]:
+    return read_scalars(run_dir, files=None).get("charts/episodic_length", [])
+
+
+def shims(folder: Path, srun_body: str) -> dict[str, str]:
+    """`srun` and `scontrol` as a 2-node allocation of this one host would run them: `srun`
+    starts its command once per node (`srun_body` says how), `scontrol show hostnames` names
+    the nodes, `scontrol requeue` is recorded in `requeued`. The environment of an array task."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/bash\nshift  # --kill-on-bad-exit=1\n{srun_body}\n")
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/bash\nif [ "$1" = requeue ]; then echo "$2" >> requeued; exit 0; fi\n'
+        'printf "127.0.0.1\\n127.0.0.1\\n"\n'
+    )
+    for shim in bin_dir.iterdir():
+        shim.chmod(0o755)
+    venv_bin = Path(sys.executable).parent
+    return env_of(
+        folder,
+        PATH=f"{bin_dir}:{venv_bin}:/usr/bin:/bin",
+        SLURM_JOB_ID="7",
+        SLURM_ARRAY_JOB_ID="7",
+        SLURM_ARRAY_TASK_ID="0",
+        SLURM_JOB_NODELIST="node[0-1]",
+        SLURM_JOB_NUM_NODES="2",
+    )
+
+
+def render_multinode(cwd: Path, args: list[str]) -> Path:
+    command = f"python {ENVPOOL} {' '.join(args)}"
+    rendered = subprocess.run(
+        [sys.executable, "-m", "cleanrl_utils.benchmark", "--slurm-template-path",
+         str(MULTINODE_TEMPLATE), "--no-auto-tag", "--env-ids", "Breakout-v5", "--num-seeds", "1",
+         "--command", command, "--slurm-nodes", "2", "--slurm-gpus-per-task", "1",
+         "--slurm-total-cpus", "2"],
+        cwd=cwd, env=env_of(cwd), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stdout + rendered.stderr
+    (path,) = (cwd / "slurm").glob("*.slurm")
+    return path
+
+
+def start_multinode_task(cwd: Path, args: list[str]) -> subprocess.Popen:
+    """Array task 0 of the rendered multi-node template, run by bash as slurmd would, on two
+    "nodes" of this host: two torchrun processes meeting at a c10d rendezvous on loopback."""
+    path = render_multinode(cwd, args)
+    srun = 'for node in 0 1; do SLURM_NODEID=$node "$@" & done; wait -n; a=$?; wait -n; exit $(( a | $? ))'
+    port = free_port()  # (not the template's default: another run may hold it)
+    return start(["bash", str(path)], cwd, shims(cwd, srun) | {"RDZV_PORT": str(port)})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The module's runs, started at once so that they overlap: 2 ranks under torchrun (4
+    iterations), the same alone, the gymnasium script under torchrun and alone, 2 ranks on two
+    loopback nodes."""
+    gym_args = [*TINY, "--total-timesteps", str(BATCH)]
+    specs = {
+        "two": torchrun(ENVPOOL, envpool_args(4)),
+        "alone": rank_command(ENVPOOL, envpool_args(2, BATCH // 2)),
+        "single": rank_command(
+            REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py",
+            [
+                *(arg if arg != "--local-num-envs" else "--num-envs" for arg in TINY),
+                "--max-episode-steps",
+                str(MAX_EPISODE_STEPS),
+                "--total-timesteps",
+                str(BATCH),
+            ],
+        ),
+        "gym_two": torchrun(GYM, gym_args),
+        "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
+    }
+    cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "slurm"]}
+    procs = {name: start(command, cwds[name]) for name, command in specs.items()}
+    procs["slurm"] = start_multinode_task(cwds["slurm"], envpool_args(4))
+    done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
+    yield {name: (cwds[name], done[name]) for name in done}
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun_log_every_ranks_games_on_rank_0(runs):
+    cwd, proc = runs["two"]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    scalars = read_scalars(run_dir)
+    assert [s for s, _ in scalars["losses/value_loss"]] == [BATCH * i for i in (1, 2, 3, 4)]
+    # 4 envs (2 a rank) of 64 steps each, games cut at 20 steps: 3 games an env, 12 in all;
+    # rank 0's envs alone would be 6
+    assert len(games(run_dir)) == 12, games(run_dir)
+    assert all(length <= MAX_EPISODE_STEPS for _, length in games(run_dir))
+    checkpoint = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    assert checkpoint["world_size"] == 2 and len(checkpoint["ranks_rng"]) == 2
+    torch_states = [str(r["torch"].tolist()) for r in checkpoint["ranks_rng"]]
+    assert torch_states[0] != torch_states[1]  # each rank samples its own actions
+    assert [p.name for p in cwd.iterdir() if not p.name.startswith(".")] == ["runs"]
+
+
+@pytest.mark.slow
+def test_alone_it_is_a_one_process_run(runs):
+    cwd, proc = runs["alone"]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [BATCH // 2, BATCH]
+    assert "world_size" not in read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
+    # the same draws and the same update as ppo_atari_envpool.py with as many envs
+    single_cwd, single = runs["single"]
+    assert single.returncode == 0, describe(single)
+    (single_dir,) = run_dirs(single_cwd)
+    ours, theirs = read_scalars(run_dir), read_scalars(single_dir)
+    for tag in (
+        "losses/value_loss",
+        "losses/policy_loss",
+        "losses/approx_kl",
+        "charts/episodic_return",
+    ):
+        assert ours[tag] == theirs[tag], tag
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gym_two", "gym_alone"])
+def test_the_gymnasium_script_runs_under_torchrun_and_alone(runs, name):
+    cwd, proc = runs[name]
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    batch = BATCH if name == "gym_two" else BATCH // 2
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [batch]
+
+
+@pytest.mark.slow
+def test_the_multinode_template_on_two_loopback_nodes_gives_the_losses_of_one_node(runs):
+    cwd, task = runs["slurm"]
+    assert task.returncode == 0, describe(task)
+    rendered = next((cwd / "slurm").glob("*.slurm")).read_text()
+    assert "--nproc_per_node=1 " in rendered and f"--no-python python {ENVPOOL}" in rendered
+    assert "rendezvous 127.0.0.1:" in task.stdout
+    assert not (cwd / "requeued").exists()
+    (run_dir,) = run_dirs(cwd)  # rank 0 alone wrote, whichever node it was on
+    (one_node,) = run_dirs(runs["two"][0])
+    for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl"):
+        assert read_scalars(run_dir)[tag] == read_scalars(one_node)[tag], tag
+
+
+@pytest.mark.slow
+def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_path):
+    straight_cwd, proc = runs["two"]
+    assert proc.returncode == 0, describe(proc)
+    (straight,) = run_dirs(straight_cwd)
+    run_dir = tmp_path / "runs" / straight.name
+    shutil.copytree(straight, run_dir)
+    (run_dir / "checkpoint_0000004.ckpt").unlink()
+    for events in run_dir.glob("events.out.tfevents.*"):
+        events.unlink()  # (the resumed run's own events only)
+    resumed = finish_script(start(torchrun(ENVPOOL, ["--resume", str(run_dir)]), tmp_path))
+    assert resumed.returncode == 0, describe(resumed)
+    assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
+    again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
+    at_4 = read_checkpoint(straight / "checkpoint_0000004.ckpt")
+    assert game_independent_state(again) == game_independent_state(at_4)
+    ranks = [{"python": r["python"], "torch": r["torch"].tolist()} for r in again["ranks_rng"]]
+    assert ranks == [
+        {"python": r["python"], "torch": r["torch"].tolist()} for r in at_4["ranks_rng"]
+    ]
+
+    alone = run_script(["--resume", str(run_dir)], tmp_path, script=ENVPOOL)
+    assert alone.returncode == 2 and "2 process(es), this one has 1" in alone.stderr, describe(
+        alone
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGUSR1 to rank 1", "Ctrl-C to torchrun"])
+def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
+    proc = start(torchrun(ENVPOOL, envpool_args(40)), tmp_path)
+    wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
+    if how == "SIGUSR1 to rank 1":
+        os.kill(worker_pids(proc.pid)[1], signal.SIGUSR1)  # one rank only: the ranks agree
+    else:
+        os.kill(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: torchrun passes it on
+    done = finish_script(proc, timeout=120)
+    output = done.stdout + done.stderr
+    (run_dir,) = run_dirs(tmp_path)
+    (newest, *_) = list_checkpoints(run_dir)
+    stopped = read_checkpoint(newest)
+    assert 2 <= stopped["iteration"] < 40 and len(stopped["ranks_rng"]) == 2
+    if how == "SIGUSR1 to rank 1":  # torchrun's report of its workers' exit codes
+        assert output.count("exitcode  : 75") == 2, describe(done)
+    else:  # torchrun stops on the signal, reporting no codes: rank 0 says its own
+        line = f"Ctrl-C: checkpoint of iteration {stopped['iteration']} written"
+        assert line in output and "exiting with code 130" in output, describe(done)
+    steps = [s for s, _ in read_scalars(run_dir)["losses/value_loss"]]
+    assert steps[-1] == stopped["global_step"]  # rank 0 went no further than the checkpoint
+
+
+@pytest.mark.slow
+def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_continues(tmp_path):
+    port = free_port()
+    args = envpool_args(4)
+    ranks = [
+        start(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port)) for r in (0, 1)
+    ]
+    wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, ranks[0])
+    ranks[1].kill()
+    killed_at = time.time()
+    rank0 = finish_script(ranks[0], timeout=60)
+    assert time.time() - killed_at < 30
+    finish_script(ranks[1])
+    lost = [line for line in rank0.stderr.splitlines() if "lost rank" in line]
+    assert rank0.returncode == 1 and len(lost) == 1 and "lost rank 1 of 2" in lost[0], describe(
+        rank0
+    )
+
+    port = free_port()
+    again = [
+        start(
+            rank_command(ENVPOOL, [*args, "--resume", "auto"]),
+            tmp_path,
+            rank_env(tmp_path, r, port),
+        )
+        for r in (0, 1)
+    ]
+    done = [finish_script(p) for p in again]
+    assert [d.returncode for d in done] == [0, 0], describe(done[0]) + describe(done[1])
+    (run_dir,) = run_dirs(tmp_path)
+    assert "resuming" in done[0].stdout
+    steps = [s for s, _ in read_scalars(run_dir, files=None)["losses/value_loss"]]
+    assert steps == [BATCH * i for i in range(1, 5)]
+
+
+def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
+    cases = [
+        (["--local-num-envs", "0"], {}, ["--local-num-envs"]),
+        (["--num-minibatches", "3"], {}, ["--num-minibatches 3"]),
+        (["--backend", "nccl"], {}, ["nccl", "no"]),
+        (["--device-ids", "0"], {"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}, ["--device-ids"]),
+    ]
+    started = [  # all at once: each is a process of its own
+        (start(rank_command(ENVPOOL, args), tmp_path, env_of(tmp_path, **extra)), words)
+        for args, extra, words in cases
+    ]
+    for proc, words in started:
+        assert_usage_error(finish_script(proc, timeout=120), tmp_path, words)
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        extra = {"CLEANRL_DIST_TIMEOUT_S": "5"}
+        ranks = [
+            start(
+                rank_command(ENVPOOL, envpool_args(2)),
+                tmp_path,
+                rank_env(tmp_path, r, port, **extra),
+            )
+            for r in (0, 1)
+        ]
+        done = [finish_script(p, timeout=60) for p in ranks]
+    for rank, proc in enumerate(done):
+        assert_usage_error(proc, tmp_path, [f"rank {rank}"])
+    assert "in use" in done[0].stderr
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_the_multinode_template_requeues_a_failed_task_only_when_it_wrote_a_checkpoint(
+    tmp_path, progress
+):
+    path = render_multinode(tmp_path, ["--total-timesteps", "64"])
+    run_dir = tmp_path / "runs" / "Breakout-v5__ppo_atari_envpool_multigpu__1__1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "checkpoint_0000002.ckpt").write_bytes(b"")
+    newer = f"touch {run_dir}/checkpoint_0000004.ckpt; " if progress else ""
+    # what torchrun does after SIGUSR1 (its ranks exit 75, it exits 1), one "node" at a time
+    env = shims(tmp_path, f"{newer}exit 1")
+    done = subprocess.run(
+        ["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    requeued = tmp_path / "requeued"
+    assert (requeued.read_text() == "7_0\n") if progress else not requeued.exists()
