@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
@@ -18,7 +18,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
-import tyro
 from torch.distributions.categorical import Categorical
 
 
@@ -310,7 +309,7 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     check_ppo_args(args)
     check_envpool_atari_id(args.env_id)

@@ -9,7 +9,7 @@ from typing import Literal
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
 from cleanrl_utils.distributed import Distributed
 from cleanrl_utils.metrics import explained_variance
@@ -20,7 +20,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
-import tyro
 from torch.distributions.categorical import Categorical
 
 
@@ -326,7 +325,7 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     dist = Distributed(args)  # RANK, WORLD_SIZE, ... from torchrun; alone: one process
     run = Run(args, __file__, dist=dist)  # rank 0 writes; all ranks stop after the same iteration
     args.num_envs = args.local_num_envs * dist.world_size

@@ -9,7 +9,7 @@ from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args
+from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import tyro
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
@@ -392,7 +391,7 @@ def update(update_minibatch, args, agent_state, rollout, advantages, returns, ke
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
     check_ppo_args(args)
     check_envpool_atari_id(args.env_id)

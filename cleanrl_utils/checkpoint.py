@@ -250,3 +250,173 @@ def restored_value(current, saved):
 
         return flax.serialization.from_state_dict(current, saved)
     return saved
+
+
+# -- checking a checkpoint against what the script built, before anything is changed -------
+
+_PAYLOAD_TYPES = {
+    "script": str,
+    "run_name": str,
+    "iteration": int,
+    "global_step": int,
+    "args": dict,
+    "rng": dict,
+    "state": dict,
+}
+
+
+def payload_problem(payload: dict) -> str | None:
+    """Why a decoded checkpoint is not one a run wrote (a field missing or of another type, a
+    count out of range), or None."""
+    for name, kind in _PAYLOAD_TYPES.items():
+        value = payload.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"its {name!r} is {type(value).__name__}, not {kind.__name__}"
+    total = payload["args"].get("num_iterations")
+    if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+        return f"its number of iterations is {total!r}"
+    if not 0 <= payload["iteration"] <= total or payload["global_step"] < 0:
+        return (
+            f"its iteration {payload['iteration']} or step {payload['global_step']} is out of range"
+        )
+    elapsed = payload.get("elapsed", 0.0)
+    if not isinstance(elapsed, (int, float)) or isinstance(elapsed, bool) or not elapsed >= 0:
+        return f"its elapsed time is {elapsed!r}"
+    return None
+
+
+def _is_array(x) -> bool:
+    torch = sys.modules.get("torch")
+    jax = sys.modules.get("jax")
+    return (
+        isinstance(x, (np.ndarray, np.generic))
+        or (torch is not None and isinstance(x, torch.Tensor))
+        or (jax is not None and isinstance(x, jax.Array))
+    )
+
+
+def _shape_dtype(x) -> tuple[tuple, np.dtype]:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return tuple(x.shape), np.dtype(str(x.dtype).removeprefix("torch."))
+    return tuple(np.shape(x)), np.dtype(x.dtype)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_scalar(x) -> bool:
+    """A number, or an array of numbers of shape ()."""
+    if _is_number(x):
+        return True
+    if not _is_array(x):
+        return False
+    shape, dtype = _shape_dtype(x)
+    return shape == () and dtype.kind in "biuf"
+
+
+def _finite(x) -> bool:
+    try:
+        return bool(np.isfinite(float(x)))
+    except OverflowError:
+        return False
+
+
+def tree_problem(template, saved, where: str) -> str | None:
+    """Where `saved` differs from `template` in structure (dict keys, list lengths, tuples),
+    array shapes and dtypes, or the kind of a plain value; None when it fits. A list of numbers
+    in the template (a deque) takes a list of numbers of any length; an integer array of shape ()
+    may stand where the template has an int (a fresh flax `TrainState` counts its steps in one)."""
+    if type(template) is int and _is_scalar(saved) and np.asarray(saved).dtype.kind in "iu":
+        return None
+    if _is_array(template):
+        if not _is_array(saved):
+            return f"{where} is {type(saved).__name__}, not an array"
+        (shape, dtype), (saved_shape, saved_dtype) = _shape_dtype(template), _shape_dtype(saved)
+        if shape != saved_shape or dtype != saved_dtype:
+            return f"{where} is {saved_dtype}{list(saved_shape)}, not {dtype}{list(shape)}"
+        return None
+    if isinstance(template, dict):
+        if not isinstance(saved, dict):
+            return f"{where} is {type(saved).__name__}, not a dict"
+        if set(template) != set(saved):
+            missing, extra = set(template) - set(saved), set(saved) - set(template)
+            diff = [f"no {k!r}" for k in list(missing)[:3]] + [f"{k!r}" for k in list(extra)[:3]]
+            return f"{where} does not have the entries the script's has ({', '.join(diff)})"
+        for key, value in template.items():
+            problem = tree_problem(value, saved[key], f"{where}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(template, deque):
+        if not isinstance(saved, list) or not all(_is_number(x) and _finite(x) for x in saved):
+            return f"{where} is not a list of numbers"
+        if template.maxlen is not None and len(saved) > template.maxlen:
+            return f"{where} has {len(saved)} entries, more than {template.maxlen}"
+        return None
+    if isinstance(template, (list, tuple)):
+        if type(saved) is not type(template):
+            return f"{where} is {type(saved).__name__}, not {type(template).__name__}"
+        if len(saved) != len(template):
+            return f"{where} has {len(saved)} entries, not {len(template)}"
+        for i, (t, s) in enumerate(zip(template, saved)):
+            problem = tree_problem(t, s, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    if _is_number(template) and _is_number(saved):
+        return None if _finite(saved) else f"{where} is {str(saved)[:40]}"
+    if type(template) is not type(saved):
+        return (
+            f"{where} is {type(saved).__name__} {str(saved)[:40]!r}, not {type(template).__name__}"
+        )
+    return None
+
+
+def _template(value):
+    """What `saved_value(value)` would look like once the script has trained: an optimizer's
+    state is empty before its first step, so one step with zero gradients on a copy fills it."""
+    if hasattr(value, "state_dict") and hasattr(value, "param_groups"):
+        import copy
+
+        optimizer = copy.deepcopy(value)
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                p.grad = p.detach().new_zeros(p.shape)
+        optimizer.step()
+        return optimizer.state_dict()
+    return saved_value(value)
+
+
+def state_problem(state: dict, saved: dict) -> str | None:
+    """Why the checkpoint's `saved` state cannot be loaded into the script's `state` (names,
+    shapes, dtypes), or None. Nothing is changed."""
+    for name, value in state.items():
+        if name not in saved:
+            return f"the checkpoint has no {name!r} (saved: {', '.join(map(str, saved))})"[:300]
+        template = value if isinstance(value, deque) else _template(value)
+        problem = tree_problem(template, saved[name], f"the checkpoint's {name}")
+        if problem:
+            return problem
+    return None
+
+
+def rng_problem(rng: dict) -> str | None:
+    """Why the saved RNG states cannot be set, or None: each is tried on a new generator."""
+    try:
+        random.Random().setstate(rng["python"])
+        np.random.RandomState().set_state(rng["numpy"])
+        if "torch" in rng or "cuda" in rng:
+            import torch
+
+            states = [rng["torch"]] if "torch" in rng else []
+            states += list(rng["cuda"]) if "cuda" in rng else []
+            for s in states:
+                if not isinstance(s, torch.Tensor) or s.dtype != torch.uint8 or s.dim() != 1:
+                    raise ValueError("not a torch RNG state")
+            if "torch" in rng:
+                torch.Generator().set_state(rng["torch"])
+    except Exception as exc:  # whatever a generator says of a state it cannot take
+        return f"the checkpoint's RNG states cannot be set ({type(exc).__name__}: {str(exc)[:80]})"
+    return None

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
+import io
+import math
 import re
 import sys
+import types
+import typing
 from collections.abc import Iterable
 
 # (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
 from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, stops_on_ctrl_c  # noqa: F401
+
+SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
+INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
+# what one transition of a rollout holds: 4 stacked 84x84 uint8 frames and ~10 float32 values
+TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4
+# what one env holds besides: its frame stack and two raw 210x160 RGB frames (max-pooled)
+ENV_BYTES = 4 * 84 * 84 + 2 * 210 * 160 * 3
 
 
 def fail(message: str, code: int = USAGE_ERROR):
@@ -17,10 +30,175 @@ def fail(message: str, code: int = USAGE_ERROR):
     raise SystemExit(code)
 
 
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _one_line(box: str) -> str:
+    """The message of tyro's error box, on one line: its first block of text without the frame
+    and the title (a terminal gets a frame, a pipe a title line and rules)."""
+    blocks: list[list[str]] = [[]]
+    for line in box.splitlines():
+        line = line.strip()
+        if line.startswith(("╭", "╰", "+")):  # the frame's top (with the title) and bottom
+            continue
+        line = line.strip("│|").strip()
+        if not line or set(line) <= set("─-= "):  # a rule between blocks
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    blocks = [b for b in blocks if b]
+    if len(blocks) > 1 and len(blocks[0]) == 1 and not set(blocks[0][0]) & set(":."):
+        blocks = blocks[1:]  # the title, as a line of its own
+    return " ".join(blocks[0]) if blocks else box.strip().replace("\n", " ")
+
+
+def _tyro_message(message: str, argv: list[str], cls) -> str:
+    """tyro's error, said in our words: the bad value and the flag, the `--no-` form of a switch."""
+    message = re.sub(r"^Error parsing (\S+): ", r"\1: ", message)
+    message = re.sub(
+        r"invalid literal for int\(\) with base 10: '(.*)'$",
+        r"'\1' is not a whole number (write it out in digits: 10000000, not 1e7)",
+        message,
+    )
+    message = re.sub(
+        r"could not convert string to float: '(.*)'$", r"'\1' is not a number", message
+    )
+    switches = {flag(f.name) for f in dataclasses.fields(cls) if f.type in (bool, "bool")}
+    for before, word in zip(argv, argv[1:]):
+        if before in switches and word.lower() in {"true", "false", "yes", "no", "0", "1"}:
+            negative = "--no-" + before[2:]
+            return (
+                f"{before} takes no value (got {word!r}): give {before} to switch it on, "
+                f"{negative} to switch it off"
+            )
+    if message.startswith("Unrecognized options: "):
+        names = [f for f in re.findall(r"--[\w-]+", message)]
+        known = [flag(f.name) for f in dataclasses.fields(cls) if f.init]
+        known += ["--no-" + k[2:] for k in switches]
+        hints = [m for n in names for m in difflib.get_close_matches(n, known, n=1, cutoff=0.75)]
+        if hints:
+            message += f"; did you mean {', '.join(dict.fromkeys(hints))}?"
+    return message
+
+
+def parse_args(cls, argv: list[str] | None = None, prog: str | None = None):
+    """The command line parsed into the dataclass `cls` (with tyro): `--help` as tyro shows it;
+    a malformed command line is one `error:` line and exit code 2 (not tyro's box), and so are
+    numbers no script can use (`check_numbers`). Nothing is written."""
+    import tyro
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = tyro.cli(cls, args=argv, prog=prog)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            sys.stderr.write(captured.getvalue())
+            raise
+        fail(_tyro_message(_one_line(captured.getvalue()), argv, cls))
+    sys.stderr.write(captured.getvalue())  # (tyro's warnings, if any)
+    problem = number_problem(args)
+    if problem:
+        fail(problem)
+    return args
+
+
+def _field_kinds(annotation) -> tuple[type, ...]:
+    """The types a field of `annotation` may hold (`float | None`: float and NoneType)."""
+    if isinstance(annotation, str):  # (a module with `from __future__ import annotations`)
+        named = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+        parts = [named.get(part.strip(), object) for part in annotation.split("|")]
+        return tuple(parts)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return tuple(k for a in typing.get_args(annotation) for k in _field_kinds(a))
+    return (annotation,) if isinstance(annotation, type) else (object,)
+
+
+def value_problem(name: str, value, annotation) -> str | None:
+    """Why `value` cannot be the field `name` of type `annotation` (int, float, bool, str,
+    `X | None`), or None: what the command line's parser allows, for values read from files."""
+    kinds = _field_kinds(annotation)
+    if value is None and type(None) in kinds or object in kinds:
+        return None
+    if isinstance(value, bool):
+        ok = bool in kinds
+    elif isinstance(value, int):
+        ok = int in kinds or float in kinds
+    elif isinstance(value, float):
+        ok = float in kinds
+    else:
+        ok = any(isinstance(value, k) for k in kinds if k not in (bool, int, float))
+    if not ok:
+        wanted = " or ".join("none" if k is type(None) else k.__name__ for k in kinds)
+        return f"{flag(name)} must be {wanted}, got {value!r}"[:300]
+    return None
+
+
+def number_problem(args) -> str | None:
+    """Why the numbers of `args` cannot be used, or None: NaN or infinite floats, integers past
+    int64, seeds outside what NumPy, torch and EnvPool accept, a time limit that is not positive."""
+    values = args if isinstance(args, dict) else vars(args)
+    seed = values.get("seed")
+    if isinstance(seed, int):
+        envs = values.get("num_envs", 1)
+        envs = envs if isinstance(envs, int) and 0 < envs < SEED_LIMIT else 1
+        if not 0 <= seed <= SEED_LIMIT - envs:
+            return (
+                f"--seed must be between 0 and {SEED_LIMIT - envs} (env i plays with seed + i, "
+                f"below 2**31), got {seed}"
+            )
+    steps = values.get("max_episode_steps")
+    if isinstance(steps, int) and steps <= 0:
+        return f"--max-episode-steps must be positive, got {steps}"
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{flag(name)} must be a finite number, got {value}"
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT_LIMIT:
+            return f"{flag(name)} {value} is too large (at most {INT_LIMIT - 1})"
+    return None
+
+
+def available_memory() -> int | None:
+    """The bytes of memory this process may still take: the system's available memory, or the
+    cgroup's limit (a container, a SLURM job) when smaller; None where neither can be read."""
+    found = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    with contextlib.suppress(OSError, ValueError):
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        if limit != "max":
+            used = int(open("/sys/fs/cgroup/memory.current").read())
+            found.append(int(limit) - used)
+    return min(found) if found else None
+
+
+def gigabytes(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB"
+
+
+def memory_problem(num_envs: int, num_steps: int, available: int | None) -> str | None:
+    """Why the rollout buffers and envs of these sizes cannot fit in `available` bytes, or None."""
+    need = num_envs * num_steps * TRANSITION_BYTES + num_envs * ENV_BYTES
+    if available is None or need <= available:
+        return None
+    return (
+        f"--num-envs {num_envs} x --num-steps {num_steps}: the rollout buffers and envs need "
+        f"about {gigabytes(need)}, more than the {gigabytes(available)} of memory available"
+    )
+
+
 def check_ppo_args(args, whole_sequences: bool = False) -> None:
-    """The batch arithmetic that every PPO script in cleanrl/ relies on (what `--upload-model`
-    needs is checked by `Run`); `whole_sequences`: the minibatches are made of whole env
-    sequences (the LSTM's), so they must divide the envs."""
+    """The batch arithmetic that every PPO script in cleanrl/ relies on, the numbers
+    (`number_problem`: the values a resumed run takes from its checkpoint too) and the memory the
+    rollout needs (what `--upload-model` needs is checked by `Run`); `whole_sequences`: the
+    minibatches are made of whole env sequences (the LSTM's), so they must divide the envs."""
+    problem = number_problem(args)
+    if problem:
+        fail(problem)
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
         value = getattr(args, name)
         if value <= 0:
@@ -54,6 +232,9 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
             f"--total-timesteps {args.total_timesteps} is smaller than one batch "
             f"(num_envs * num_steps = {batch_size}): nothing would be trained"
         )
+    problem = memory_problem(args.num_envs, args.num_steps, available_memory())
+    if problem:
+        fail(problem)
 
 
 def game_of(env_id: str) -> str:

@@ -20,6 +20,7 @@ import sys
 
 FAILED = 1  # the command ran and did not succeed (a failed run, a rejected submission, a download)
 USAGE_ERROR = 2  # bad input: one `error:` line, before any work starts
+DISK_EXIT = 74  # EX_IOERR: a write into the run folder failed (a full disk; not requeued)
 CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
 CANNOT_START = 127  # what a shell reports for a program it cannot start
 INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C

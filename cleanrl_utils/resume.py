@@ -14,6 +14,7 @@ from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
     PickleCheckpoint,
     list_checkpoints,
+    payload_problem,
     read_checkpoint,
 )
 from cleanrl_utils.checks import fail
@@ -117,7 +118,11 @@ def newest_readable(files: list[Path]) -> tuple[Path, dict] | None:
     damaged one on the way is reported on stderr."""
     for i, file in enumerate(files):
         try:
-            return file, read_checkpoint(file)
+            payload = read_checkpoint(file)
+            problem = payload_problem(payload)
+            if problem:  # (a valid checksum over what no run wrote)
+                raise CorruptCheckpoint(f"not a run's checkpoint: {problem}")
+            return file, payload
         except PickleCheckpoint as exc:
             fail(f"--resume: {exc}")
         except CorruptCheckpoint as exc:

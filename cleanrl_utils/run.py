@@ -49,14 +49,23 @@ from cleanrl_utils.checkpoint import (
     checkpoint_path,
     list_checkpoints,
     restored_value,
+    rng_problem,
     rng_state,
     saved_value,
     set_rng_state,
+    state_problem,
     write_checkpoint,
 )
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import fail, value_problem
 from cleanrl_utils.exits import CHECKPOINT_EXIT
 from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
+from cleanrl_utils.faults import (
+    disk_failure,
+    lock_run_folder,
+    release_run_folder,
+    run_writer,
+    trim_partial_record,
+)
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
 from cleanrl_utils.runs import (
@@ -64,6 +73,8 @@ from cleanrl_utils.runs import (
     atomic_write_bytes,
     hyperparameter_table,
     mark_stopped,
+    name_problem,
+    remove_temp_files,
     resumed_record,
     run_record,
 )
@@ -79,6 +90,7 @@ class NoWriter:
         pass
 
     add_text = add_histogram = add_scalar
+    error = event_file = None  # (it writes no file that could fail)
 
     def flush(self) -> None:
         pass
@@ -116,11 +128,13 @@ class Run:
         self.script = Path(script_file).stem
         self.runs_dir = Path(runs_dir)
         self.payload: dict | None = None
+        self._check_names()  # (before `--resume auto` looks for runs by these names)
         if args.resume is not None:
             self._read_checkpoint()
         if self.payload is None:
             self.name = str(RunName.new(args.env_id, args.exp_name, args.seed, self.runs_dir))
         self.dir = self.runs_dir / self.name
+        self.lock_fd: int | None = None
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
@@ -146,12 +160,26 @@ class Run:
 
     # -- resuming ---------------------------------------------------------------------------
 
+    def _check_names(self) -> None:
+        """The names that become the run folder's: one `error:` line when they cannot."""
+        problem = name_problem(self.args.exp_name, self.args.env_id)
+        if problem:
+            fail(problem)
+
     def _read_checkpoint(self) -> None:
         found = find_checkpoint(self.args, self.runs_dir)
         if found is None:
             return
         file, self.payload = found
-        self.name = self.payload["run_name"]
+        try:
+            self.name = str(RunName.checked(self.payload["run_name"]))
+        except ValueError as exc:
+            fail(f"--resume: {file}: its run name {exc}")
+        fields = {f.name: f for f in dataclasses.fields(self.args)}
+        for name, value in self.payload["args"].items():
+            problem = name in fields and value_problem(name, value, fields[name].type)
+            if problem:
+                fail(f"--resume: {file}: its arguments do not fit {self.script}.py: {problem}")
         self.runs_dir = Path(file).resolve().parent.parent
         reconcile_args(self.args, self.payload, self.script, file, self.given)
         if self.payload.get("world_size", 1) != self.world_size:
@@ -160,6 +188,7 @@ class Run:
                 f"process(es), this one has {self.world_size}: resume it with as many (each "
                 "process's envs and random numbers are part of the run)"
             )
+        self._check_names()  # (as reconciled with the checkpoint's)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
         if done >= total:
@@ -175,19 +204,20 @@ class Run:
         """Creates runs/{name}/ with config.json (the arguments, command line and code version;
         a resumption is appended), starts W&B with `--track` (a resumed run continues its W&B
         run), installs the stop-signal handlers and returns the TensorBoard writer. A resumed
-        run's writer discards what the stopped process logged after its checkpoint."""
-        from torch.utils.tensorboard import SummaryWriter
-
+        run's writer discards what the stopped process logged after its checkpoint. The folder
+        is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
+        writes into it only once `restore` has checked the checkpoint."""
         args = self.args
         if self.rank != 0:  # rank 0 alone writes
             for signum in STOP_SIGNALS:
                 self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
             self.writer = NoWriter()
             return self.writer
-        record = run_record(args, self.name)
+        self.lock_fd = lock_run_folder(self.dir)  # one process per run folder
+        self._record = record = run_record(args, self.name)
         config_path = self.dir / "config.json"
         if self.payload is not None and config_path.exists():
-            record = resumed_record(config_path, record)
+            record = self._record = resumed_record(config_path, record)
         if getattr(args, "track", False):
             import wandb
 
@@ -203,29 +233,50 @@ class Run:
                 save_code=True,
             )
         purge_step = self.global_step + 1 if self.payload is not None else None
-        self.writer = SummaryWriter(str(self.dir), purge_step=purge_step)
+        # a resume writes nothing into the folder before `restore` has checked the checkpoint
+        self.writer = run_writer(self.dir, purge_step, opened=False)
         if self.payload is None:
-            self.writer.add_text("hyperparameters", hyperparameter_table(args))
-            git = record["git"]
-            self.writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
-        atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
+            self._open()
         for signum in STOP_SIGNALS:
             self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
         print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
+    def _open(self) -> None:
+        """Writes into the run folder: config.json, the event file (its first records); removes
+        the temporary files of writes that a crash or a full disk cut short."""
+        for tmp in remove_temp_files(self.dir):
+            print(f"removed {tmp}, left by a write that did not finish", file=sys.stderr)
+        try:
+            config = json.dumps(self._record, indent=2).encode()
+            atomic_write_bytes(self.dir / "config.json", config)
+            self.writer.open()
+            if self.payload is None:
+                self.writer.add_text("hyperparameters", hyperparameter_table(self.args))
+                git = self._record["git"]
+                self.writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
+        except OSError as exc:
+            self._disk_failed("config.json and the TensorBoard event file", exc)
+
     def restore(self, state: dict) -> dict:
         """A resumed run: every entry of `state` as checkpointed (objects loaded in place, other
         values replaced in the dict), the global RNGs as they were, and the step counter and
-        training time where they stopped. A new run: nothing changes. Returns `state`."""
+        training time where they stopped; each is checked against `state` (names, shapes,
+        dtypes) before anything changes, in memory or in the run folder. A new run: nothing
+        changes. Returns `state`."""
         self.start_time = time.time()
         if self.payload is not None:
             saved = self.payload["state"]
+            rngs = self.payload.get("ranks_rng", [self.payload["rng"]])
+            rng = rngs[self.rank] if isinstance(rngs, list) and self.rank < len(rngs) else None
+            problem = state_problem(state, saved) or rng_problem(rng)
+            if problem:
+                fail(f"--resume: {problem} ({self.script}.py cannot use it)")
+            if self.rank == 0:
+                self._open()
             for name, value in state.items():
-                if name not in saved:
-                    fail(f"--resume: the checkpoint has no {name!r} (saved: {', '.join(saved)})")
                 state[name] = restored_value(value, saved[name])
-            set_rng_state(self.payload.get("ranks_rng", [self.payload["rng"]])[self.rank])
+            set_rng_state(rng)
             # (checkpoints written before the run lifecycle moved here keep it in the state)
             elapsed = self.payload.get("elapsed", saved.get("elapsed", 0.0))
             self.start_time -= elapsed
@@ -271,9 +322,11 @@ class Run:
         self.global_step = global_step
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
+        due = last or self.stop_requested or (every > 0 and iteration % every == 0)
+        tensorboard_failed = self.world_size == 1 and self.writer.error is not None
         if last or self.stop_requested:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
-        if last or self.stop_requested or (every > 0 and iteration % every == 0):
+        if due or tensorboard_failed:  # (a checkpoint keeps what is in memory)
             self._save(iteration, global_step, state() if callable(state) else state)
         if last or self.stop_requested:
             self.training = False
@@ -339,12 +392,14 @@ class Run:
 
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:
         """Writes the checkpoint of `iteration` (after flushing TensorBoard, so that it holds
-        every scalar up to it) and drops all but the newest `KEEP`."""
+        every scalar up to it) and drops all but the newest `KEEP`. A write that fails ends the
+        run (`_disk_failed`); when it is TensorBoard's, the checkpoint is still tried first."""
         ranks_rng = self.dist.gather(rng_state()) if self.dist is not None else None
         if self.rank != 0:
             self.checkpointed = (iteration, global_step)  # (rank 0 writes it)
             return None
         self.writer.flush()
+        failed = self.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
         payload = {
             "script": self.script,
             "run_name": self.name,
@@ -359,7 +414,17 @@ class Run:
         if self.world_size > 1:
             payload |= {"world_size": self.world_size, "ranks_rng": ranks_rng}
         path = checkpoint_path(self.dir, iteration)
-        write_checkpoint(path, payload)
+        try:
+            write_checkpoint(path, payload)
+        except OSError as exc:
+            what = (
+                "the TensorBoard event file"
+                if failed
+                else f"the checkpoint of iteration {iteration}"
+            )
+            self._disk_failed(what, failed or exc)
+        if failed:
+            self._disk_failed("the TensorBoard event file", failed)
         self.checkpointed = (iteration, global_step)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
@@ -370,6 +435,25 @@ class Run:
                 f"code {self.exit_code()} (continue with: {self.resume_command()})"
             )
         return path
+
+    def _disk_failed(self, what: str, exc: OSError) -> None:
+        """A write into the run folder failed (a full disk): the event file cut back to its last
+        whole record, then one line naming the folder, the cause and what is kept, and exit
+        code `DISK_EXIT` (cleanrl_utils.faults)."""
+        if self.writer is not None and self.writer.event_file is not None:
+            trim_partial_record(self.writer.event_file)
+        newest = list_checkpoints(self.dir)
+        if newest:
+            kept = (
+                f"the newest checkpoint, {newest[0].name}, is intact: free some space and "
+                f"continue with: python {sys.argv[0]} --resume {self.dir}"
+            )
+        else:
+            kept = "the run has no checkpoint yet: nothing of it can be continued"
+        if self.progress is not None:
+            self.progress.close()
+        self.finished = True  # (nothing more to close: `finish` would fail the same way)
+        disk_failure(self.dir, what, exc, kept)
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -410,6 +494,10 @@ class Run:
         if self.progress is not None:
             self.progress.close()
         self.writer.close()
+        if self.writer.error is not None:
+            self._disk_failed("the TensorBoard event file", self.writer.error)
+        release_run_folder(self.lock_fd)
+        self.lock_fd = None
         wandb = sys.modules.get("wandb")
         if wandb is not None and wandb.run is not None:
             if code == CHECKPOINT_EXIT:

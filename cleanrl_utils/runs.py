@@ -17,6 +17,29 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<start_time>\d+)$")
+# The names that become part of a folder's name: letters, digits, `.`, `_`, `-` (no separator,
+# no glob or shell character), not starting with `.` (no `..`, no hidden folder), short enough for
+# any file system's 255-byte names. An env id has no `__` and no trailing `_`: the run name's
+# parser finds the exp name after the env id's first `__`.
+NAME_CHARS = "A-Za-z0-9._-"
+EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,99}}")
+ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][{NAME_CHARS}]{{0,63}}")
+MAX_SEED = 2**31
+
+
+def name_problem(exp_name: str, env_id: str) -> str | None:
+    """Why `exp_name` or `env_id` cannot be part of a run folder's name, or None."""
+    for flag, value, pattern, limit in [
+        ("--exp-name", exp_name, EXP_NAME, 100),
+        ("--env-id", env_id, ENV_ID, 64),
+    ]:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            why = "only letters, digits, '.', '_' and '-', not starting with '.'"
+            if flag == "--env-id":
+                why += ", no '__' and no trailing '_'"
+            return f"{flag} {shown} cannot name a run folder: 1 to {limit} characters, {why}"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,10 +54,22 @@ class RunName:
     def __str__(self) -> str:
         return f"{self.env_id}__{self.exp_name}__{self.seed}__{self.start_time}"
 
+    def problem(self) -> str | None:
+        """Why this cannot be the name of a folder under `runs/` that `parse` reads back, or None."""
+        problem = name_problem(self.exp_name, self.env_id)
+        if problem is None and not (
+            isinstance(self.seed, int) and 0 <= self.seed < MAX_SEED and self.start_time >= 0
+        ):
+            problem = f"seed {self.seed!r} or start time {self.start_time!r} out of range"
+        return problem
+
     @classmethod
     def new(cls, env_id: str, exp_name: str, seed: int, runs_dir=None) -> RunName:
-        """Named after now; a second later if `runs_dir` has a run of that name already."""
+        """Named after now; a second later if `runs_dir` has a run of that name already.
+        `ValueError` when the parts cannot name a folder (`problem`)."""
         name = cls(env_id, exp_name, seed, int(time.time()))
+        if name.problem():
+            raise ValueError(name.problem())
         while runs_dir is not None and (Path(runs_dir) / str(name)).exists():
             name = dataclasses.replace(name, start_time=name.start_time + 1)
         return name
@@ -42,10 +77,22 @@ class RunName:
     @classmethod
     def parse(cls, name: str) -> RunName | None:
         """The parts of a run folder's name; None when it is not one."""
-        match = RUN_NAME.match(name)
+        match = RUN_NAME.fullmatch(name) if isinstance(name, str) else None
         if match is None:
             return None
         return cls(match["env_id"], match["exp_name"], int(match["seed"]), int(match["start_time"]))
+
+    @classmethod
+    def checked(cls, name) -> RunName:
+        """The parts of a run folder's name read from a file (a checkpoint's `run_name`);
+        `ValueError` when it is not one that `new` could have made."""
+        parsed = cls.parse(name)
+        if parsed is None or parsed.problem() or str(parsed) != name:
+            shown = repr(name)[:80]
+            raise ValueError(
+                f"{shown} is not a run name ({{env_id}}__{{exp_name}}__{{seed}}__{{time}})"
+            )
+        return parsed
 
 
 def find_runs(runs_dir: str | os.PathLike, env_id: str, exp_name: str, seed: int) -> list[Path]:
@@ -74,7 +121,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
@@ -85,6 +132,27 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)  # the rename itself survives a power cut
+
+
+TEMP_SUFFIX = ".tmp"  # `.{name}.XXXXXXXX.tmp`: what a write killed before its rename leaves
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Removes what `atomic_write_bytes` calls killed before their rename left in `folder`
+    (only safe while no other process writes there: the run's lock). Returns them."""
+    found = [p for p in Path(folder).glob(f".*{TEMP_SUFFIX}") if p.is_file()]
+    for p in found:
+        p.unlink(missing_ok=True)
+    return found
 
 
 def _umask() -> int:
@@ -185,4 +253,7 @@ def mark_stopped(config_path: Path, signal: str, global_step: int) -> None:
     except (OSError, ValueError):
         return
     record["stopped"] = {"signal": signal, "global_step": global_step, "time": time.time()}
-    atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
+    try:
+        atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
+    except OSError:  # (a full disk: the report then tells a stop by the logs' age, as before)
+        pass

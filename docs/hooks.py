@@ -246,7 +246,7 @@ FLOORS = {
     ],
     "tools": ["evals", "report", "convert", "tuner"],
     "hub": ["huggingface", "enjoy"],
-    "lifecycle": ["resume", "run", "after_training"],
+    "lifecycle": ["resume", "run", "after_training", "faults"],
 }  # fmt: skip
 
 

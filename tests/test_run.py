@@ -375,7 +375,9 @@ def test_config_json_records_the_run_and_each_resumption(tmp_path):
     sys_argv = sys.argv
     sys.argv = ["ppo_atari_envpool.py", "--resume", str(run.dir)]
     try:
-        open_run(tmp_path, resume=str(run.dir)).finish()
+        resumed = open_run(tmp_path, resume=str(run.dir))
+        resumed.restore({})  # (a resume writes into the folder once its checkpoint is checked)
+        resumed.finish()
     finally:
         sys.argv = sys_argv
     config = json.loads((run.dir / "config.json").read_text())

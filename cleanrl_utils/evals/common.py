@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.runs import RunName
 
 
@@ -59,9 +59,7 @@ class EvalArgs:
 
 
 def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=EvalArgs):
-    import tyro
-
-    args = tyro.cli(cls, args=argv, prog=prog)
+    args = parse_args(cls, argv, prog=prog)  # (a bad command line: one `error:` line)
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
     return args

@@ -31,8 +31,8 @@ from cleanrl_utils.checkpoint import (
     list_checkpoints,
     read_checkpoint,
 )
-from cleanrl_utils.checks import fail
-from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.checks import fail, number_problem, value_problem
+from cleanrl_utils.runs import atomic_write_bytes, name_problem
 from cleanrl_utils.scripts import load_script
 
 FORMAT = "cleanrl-model"
@@ -132,6 +132,19 @@ def parse_model_bytes(path: Path, raw: bytes) -> Model:
     return Model(Path(path), script, args, weights, framework, "model")
 
 
+def args_problem(args: dict, fields: dict | None = None) -> str | None:
+    """Why a model's recorded arguments cannot be used, or None: they go through the command
+    line's checks (the names that become paths, the numbers, and with the script's `fields`
+    their types), since a file can hold anything."""
+    if not isinstance(args.get("seed"), int) or isinstance(args.get("seed"), bool):
+        return f"--seed must be an integer, got {args.get('seed')!r}"[:200]
+    for name, value in args.items():
+        problem = fields is not None and name in fields and value_problem(name, value, fields[name])
+        if problem:
+            return problem
+    return name_problem(args.get("exp_name", "model"), args["env_id"]) or number_problem(args)
+
+
 def model_from_checkpoint(path: Path) -> Model:
     payload = read_checkpoint(path)
     state = payload["state"]
@@ -173,10 +186,7 @@ def looks_like_a_model(raw: bytes) -> bool:
     return raw[8:9] == b"{" or raw[:1] in (b"\xde", b"\xdf") or 0x80 <= raw[0] <= 0x8F
 
 
-def read_model(path: str | Path) -> Model:
-    """The model in a model file or a checkpoint, or in a run folder (`model_in_run_folder`);
-    exits 2 with one `error:` line on anything else (a pickle is refused without being
-    unpickled)."""
+def _read_model(path: Path) -> Model:
     path = Path(path)
     if path.is_dir():
         path = model_in_run_folder(path)
@@ -199,7 +209,22 @@ def read_model(path: str | Path) -> Model:
     except ModuleNotFoundError:  # a JAX model without the jax extra: cleanrl_utils.extras says so
         raise
     except Exception as exc:  # a truncated or foreign file: say which, without a traceback
-        fail(f"cannot read model file {path}: {type(exc).__name__}: {exc}")
+        fail(f"cannot read model file {path}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def read_model(path: str | Path) -> Model:
+    """The model in a model file or a checkpoint, or in a run folder (`model_in_run_folder`);
+    exits 2 with one `error:` line on anything else (a pickle is refused without being
+    unpickled), and on recorded arguments that the command line would refuse (`args_problem`)."""
+    model = _read_model(Path(path))
+    if not isinstance(model.script, str) or not isinstance(model.args, dict):
+        fail(f"cannot read model file {path}: no script name and arguments")
+    if not isinstance(model.args.get("env_id"), str):
+        fail(f"cannot read model file {path}: no env id in its arguments")
+    problem = args_problem(model.args)
+    if problem:
+        fail(f"{path}: the arguments recorded in the file cannot be used: {problem}")
+    return model
 
 
 def model_script(model: Model):
@@ -219,6 +244,10 @@ def model_script(model: Model):
     ]
     if missing:
         fail(f"{model.path}: cleanrl/{model.script}.py has no {', '.join(missing)}")
+    fields = {f.name: f.type for f in dataclasses.fields(script.Args)}
+    problem = args_problem(model.args, fields)
+    if problem:
+        fail(f"{model.path}: the arguments recorded in the file cannot be used: {problem}")
     for check in ("check_envpool_atari_id", "check_gymnasium_atari_id"):
         if hasattr(script, check):
             getattr(script, check)(model.args["env_id"])

@@ -131,6 +131,10 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
         if data.problem:
             kept = f"read the {data.records} records before it" if data.records else "nothing read"
             run.problems.append(f"`{file.name}` {data.problem}; {kept}")
+        if data.bad_records:
+            run.problems.append(
+                f"`{file.name}`: {plural(data.bad_records, 'record')} failed the checksum, dropped"
+            )
         if data.records == 0:
             continue
         if data.purge_step is not None:  # resumed from a checkpoint: what came after it is void

@@ -1,0 +1,180 @@
+"""What keeps a run folder whole when the machine misbehaves: one writer per folder (a lock), and a
+failing disk (full, read-only, gone) stopping the run in one line with what it keeps.
+
+- **The lock.** The training process holds an advisory lock (`flock`) on the run folder
+  itself; a second process that wants the folder is refused in one line naming the holder's PID
+  (as the kernel lists it in /proc/locks). The kernel drops the lock when the process dies,
+  however it dies: `kill -9` leaves no stale lock, and no lock file is left behind.
+- **A failing disk.** A write into the run folder that fails (a checkpoint, config.json, the
+  TensorBoard writer's thread) ends the run with one line naming the folder and the cause, and
+  exit code `DISK_EXIT`; the event file is cut back to its last whole record, and the newest
+  checkpoint already on disk is left as it is (a new one is written beside it and renamed, so a
+  failed write never harms it): the line says which it is and how to continue.
+
+`cleanrl_utils.run.Run` uses both; see docs/faults.md for every fault tried and what it does.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import sys
+from pathlib import Path
+
+from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import DISK_EXIT
+
+_RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
+
+
+def lock_run_folder(run_dir: Path) -> int:
+    """Takes the run folder's lock (creating the folder when missing) and returns the open file
+    descriptor that holds it, for the life of the process; exits with one `error:` line naming
+    the holder when another process has it. The lock is on the folder itself: taking it
+    changes no file."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        inode = os.fstat(fd).st_ino
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            fail(f"cannot lock the run folder {run_dir}: {exc.strerror}")
+        fail(
+            f"the run folder {run_dir} is in use by process {lock_holder(inode)} (one process "
+            "writes a run at a time; wait for it to end, or stop it)"
+        )
+    return fd
+
+
+def lock_holder(inode: int) -> str:
+    """The PID holding a `flock` on the file of `inode`, as the kernel lists it (Linux's
+    /proc/locks: `1: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE 0 EOF`), or "unknown"."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    for line in lines:
+        parts = line.split()
+        if "FLOCK" in parts and len(parts) >= 6:
+            at = parts.index("FLOCK")
+            if len(parts) > at + 4 and parts[at + 4].rsplit(":", 1)[-1] == str(inode):
+                return parts[at + 3]
+    return "unknown"
+
+
+def release_run_folder(fd: int | None) -> None:
+    """Gives the lock back (the process goes on without writing the folder)."""
+    if fd is not None:
+        os.close(fd)
+
+
+def trim_partial_record(path: Path) -> int:
+    """Cuts a TensorBoard event file back to its last whole record (a write that failed midway
+    leaves part of one); returns the bytes removed. Truncating frees space: it works on a full
+    disk."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return 0
+    pos = 0
+    while pos + _RECORD_HEADER.size <= len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        end = pos + _RECORD_HEADER.size + length + 4
+        if end > len(data):
+            break
+        pos = end
+    if pos < len(data):
+        os.truncate(path, pos)
+    return len(data) - pos
+
+
+def cause(exc: OSError) -> str:
+    """`no space left on device (ENOSPC)`: an OSError as a reader wants it."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = (exc.strerror or str(exc)).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    return f"{text} ({name})" if name else text
+
+
+def disk_failure(run_dir: Path, what: str, exc: OSError, kept: str) -> None:
+    """Ends the process: one `error:` line naming the folder, what could not be written, the
+    cause and what is kept; exit code `DISK_EXIT`."""
+    print(
+        f"error: cannot write {what} in the run folder {run_dir}/: {cause(exc)}; {kept}",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(DISK_EXIT)
+
+
+class GuardedRecords:
+    """Stands in for TensorBoard's record writer in its writer thread: a write or flush that
+    fails keeps its error in `error` (the thread would die printing a traceback, and the main
+    thread get the error at some later call) and drops what follows."""
+
+    def __init__(self, records):
+        self.records = records
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.error is None:
+            try:
+                self.records.write(data)
+            except OSError as exc:
+                self.error = exc
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.records.flush()
+            except OSError as exc:
+                self.error = exc
+
+    def close(self) -> None:
+        try:
+            self.records.close()
+        except OSError as exc:
+            self.error = self.error or exc
+
+    @property
+    def closed(self):
+        return self.records.closed
+
+
+def run_writer(log_dir: Path, purge_step: int | None, opened: bool):
+    """The run's TensorBoard writer (a `SummaryWriter`), whose event file is created only once
+    `open()` is called (at once with `opened`): a resume creates nothing before its checkpoint is
+    checked. Write errors of its thread are kept (`error`), not raised."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    class RunWriter(SummaryWriter):
+        def __init__(self):
+            self.opened, self.guard, self.event_file = opened, None, None
+            super().__init__(str(log_dir), purge_step=purge_step)
+
+        def open(self) -> None:
+            self.opened = True
+            self._get_file_writer()
+
+        def _get_file_writer(self):
+            if not self.opened:
+                return None
+            if self.file_writer is None:
+                file_writer = super()._get_file_writer()
+                events = file_writer.event_writer
+                async_writer = events._async_writer
+                self.guard = GuardedRecords(async_writer._writer)
+                async_writer._writer = async_writer._worker._record_writer = self.guard
+                self.event_file = Path(events._file_name)
+            return self.file_writer
+
+        @property
+        def error(self) -> OSError | None:
+            return self.guard.error if self.guard is not None else None
+
+    return RunWriter()
