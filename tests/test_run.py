@@ -610,5 +610,6 @@ def test_the_report_calls_a_run_stopped_right_after_a_stop_and_running_once_resu
     assert "(16 of 40 steps, stopped by SIGTERM 0 min ago, checkpointed)" in note
 
     resumed = open_run(tmp_path, resume=str(run.dir))  # running again: no longer stopped
+    resumed.restore({})  # (a resumed run writes config.json once its checkpoint is checked)
     assert "stopped" not in json.loads((resumed.dir / "config.json").read_text())
     assert load_run(run.dir, 10.0, time.time()).status == "running"
