@@ -49,11 +49,20 @@ def missing_extra(exc: BaseException) -> str | None:
     extra = EXTRA_OF.get(module)
     if extra is None:
         return None
-    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "this"
     return (
-        f"error: {program} needs the `{extra}` extra (no module named {module!r}); install it "
+        f"error: {program_name()} needs the `{extra}` extra (no module named {module!r}); install it "
         f"from the repository root with: {INSTALL[extra]}"
     )
+
+
+def program_name() -> str:
+    """The program as the user typed it: `python -m cleanrl_utils.evals` for a module run with
+    -m (whose `sys.argv[0]` is the path of its `__main__.py` or module file), else the script's
+    file name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return f"python -m {spec.name.removesuffix('.__main__')}"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "this"
 
 
 def missing_extra_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:

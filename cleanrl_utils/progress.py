@@ -29,8 +29,14 @@ class Progress:
         if self.stream.isatty() and columns >= MIN_BAR_COLUMNS:
             from tqdm import tqdm
 
+            # one column short of the width: a line that fills it leaves the cursor waiting to
+            # wrap, and some terminals then draw the next redraw on a line below
             self.bar = tqdm(
-                total=total_steps, initial=start_step, unit="step", file=self.stream, ncols=columns
+                total=total_steps,
+                initial=start_step,
+                unit="step",
+                file=self.stream,
+                ncols=columns - 1,
             )
 
     def update(self, global_step: int, sps: float, avg_return: float | None) -> None:

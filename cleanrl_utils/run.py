@@ -72,6 +72,7 @@ from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
     hyperparameter_table,
+    mark_stopped,
     name_problem,
     remove_temp_files,
     resumed_record,
@@ -137,6 +138,8 @@ class Run:
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
+        # (iteration, global step) of the newest checkpoint: what a second Ctrl-C falls back to
+        self.checkpointed = (done, self.global_step) if self.payload else None
         self.games_seed = games_seed(args.seed, self.start_iteration)
         self.start_time = time.time()
         self.pid = os.getpid()
@@ -316,14 +319,16 @@ class Run:
         self.stop_requested = self.stop_signal is not None
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
+        self.global_step = global_step
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
         due = last or self.stop_requested or (every > 0 and iteration % every == 0)
         tensorboard_failed = self.world_size == 1 and self.writer.error is not None
+        if last or self.stop_requested:
+            self.progress.close()  # (the bar stays above what follows: the last line is ours)
         if due or tensorboard_failed:  # (a checkpoint keeps what is in memory)
             self._save(iteration, global_step, state() if callable(state) else state)
         if last or self.stop_requested:
-            self.progress.close()
             self.training = False
         self._lap_start = time.time()
 
@@ -347,7 +352,7 @@ class Run:
             self._say(f"received {name}: stopping now (nothing new since the last checkpoint)")
             raise SystemExit(INTERRUPTED_EXIT)
         if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C stops at once
+            signal.signal(signal.SIGINT, self._on_second_ctrl_c)
         if self.stop_signal is None:
             wait = f" (about {self.iteration_s:.0f} s)" if self.iteration_s else ""
             again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
@@ -357,12 +362,41 @@ class Run:
             )
         self.stop_signal = signum
 
+    def _on_second_ctrl_c(self, signum, frame) -> None:
+        """Stops at once, without a checkpoint, after saying what is lost; the process ends by
+        the signal itself, as it would without a handler."""
+        if os.getpid() != self.pid:
+            return
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if self.progress is not None:
+            self.progress.close()
+        if self.checkpointed is None:
+            lost = (
+                f"the {self.global_step:,} steps trained so far and the iteration under way are "
+                "lost: no checkpoint was written yet, so the run cannot be resumed"
+            )
+        else:
+            iteration, step = self.checkpointed
+            lost = (
+                f"the {self.global_step - step:,} steps trained since the checkpoint of iteration "
+                f"{iteration} and the iteration under way are lost (continue from that "
+                f"checkpoint with: {self.resume_command()})"
+            )
+        print(f"received Ctrl-C again: stopping now, without a checkpoint; {lost}", file=sys.stderr)
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def resume_command(self) -> str:
+        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
+        return f"{launcher} {sys.argv[0]} --resume {self.dir}"
+
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:
         """Writes the checkpoint of `iteration` (after flushing TensorBoard, so that it holds
         every scalar up to it) and drops all but the newest `KEEP`. A write that fails ends the
         run (`_disk_failed`); when it is TensorBoard's, the checkpoint is still tried first."""
         ranks_rng = self.dist.gather(rng_state()) if self.dist is not None else None
         if self.rank != 0:
+            self.checkpointed = (iteration, global_step)  # (rank 0 writes it)
             return None
         self.writer.flush()
         failed = self.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
@@ -391,13 +425,14 @@ class Run:
             self._disk_failed(what, failed or exc)
         if failed:
             self._disk_failed("the TensorBoard event file", failed)
+        self.checkpointed = (iteration, global_step)
         for old in list_checkpoints(self.dir)[KEEP:]:
             old.unlink(missing_ok=True)
-        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
         if self.stop_requested:
+            mark_stopped(self.dir / "config.json", signal_name(self.stop_signal), global_step)
             self._say(
                 f"{signal_name(self.stop_signal)}: checkpoint of iteration {iteration} written to {path}; exiting with "
-                f"code {self.exit_code()} (continue with: {launcher} {sys.argv[0]} --resume {self.dir})"
+                f"code {self.exit_code()} (continue with: {self.resume_command()})"
             )
         return path
 

@@ -237,7 +237,23 @@ def resumed_record(config_path: Path, record: dict) -> dict:
         original = json.loads(Path(config_path).read_text())
     except (OSError, ValueError):
         return record
+    original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
     keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
     return original
+
+
+def mark_stopped(config_path: Path, signal: str, global_step: int) -> None:
+    """Records in config.json that the run stopped on a signal, its checkpoint written at
+    `global_step`: the report then calls it stopped at once, not still running (a resumption
+    rewrites config.json without it)."""
+    try:
+        record = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError):
+        return
+    record["stopped"] = {"signal": signal, "global_step": global_step, "time": time.time()}
+    try:
+        atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
+    except OSError:  # (a full disk: the report then tells a stop by the logs' age, as before)
+        pass

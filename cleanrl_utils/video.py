@@ -1,33 +1,122 @@
-"""Write RGB frames to an mp4 file, atomically: the file appears only once it is complete."""
+"""Write RGB frames to an mp4 file, atomically: the file appears only once it is complete.
+
+The frames go through a pipe to an ffmpeg process (imageio-ffmpeg's binary), in a process group
+of its own so that a Ctrl-C at the terminal reaches this process and not ffmpeg mid-file. imageio
+starts it with subprocess and `preexec_fn=os.setpgrp`, which makes subprocess fork the whole
+process and run Python code in the child; in a process that runs threads (JAX's, EnvPool's) that
+can deadlock, and JAX warns of it ("os.fork() was called ... will likely lead to a deadlock").
+Here `os.posix_spawn(..., setpgroup=0)` starts it: no Python code runs between the fork and
+ffmpeg.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 from pathlib import Path
+
+import numpy as np
+
+
+def ffmpeg_exe() -> str:
+    """The ffmpeg program, found without running anything: `IMAGEIO_FFMPEG_EXE`, else the binary
+    that imageio-ffmpeg ships, else `ffmpeg` on the PATH."""
+    exe = os.environ.get("IMAGEIO_FFMPEG_EXE")
+    if exe:
+        return exe
+    import imageio_ffmpeg  # (a missing `video` extra is named by cleanrl_utils.extras)
+
+    binaries = Path(imageio_ffmpeg.__file__).parent / "binaries"
+    shipped = sorted(p for p in binaries.glob("ffmpeg*") if p.is_file() and os.access(p, os.X_OK))
+    if shipped:
+        return str(shipped[-1])
+    exe = shutil.which("ffmpeg")
+    if exe is None:
+        raise RuntimeError(
+            "no ffmpeg: imageio-ffmpeg ships none for this platform and none is on the PATH"
+        )
+    return exe
 
 
 class VideoWriter:
     def __init__(self, path: str | os.PathLike, fps: int = 15):
         # 15 fps: Atari runs at 60 frames per second and the agent sees every 4th one
-        import imageio
-
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp_path = self.path.with_name(f".{self.path.stem}.tmp{self.path.suffix}")
-        # macro_block_size=2: Atari frames (210x160) are even-sized already, no rescaling needed
-        self.writer = imageio.get_writer(
-            self.tmp_path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error"
-        )
+        self.fps = fps
+        self.pid: int | None = None  # ffmpeg, started at the first frame (which gives the size)
+        self.popen: subprocess.Popen | None = None  # (where there is no posix_spawn)
+        self.pipe = None
 
     def append(self, frame) -> None:
-        self.writer.append_data(frame)
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        if self.pipe is None:
+            self._start(frame.shape[1], frame.shape[0])
+        self.pipe.write(frame.tobytes())
+
+    def _start(self, width: int, height: int) -> None:
+        exe = ffmpeg_exe()
+        command = [
+            exe, "-y", "-loglevel", "error",
+            "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", str(self.fps),
+            "-i", "-", "-an",
+            # H.264 in yuv420p (what players accept) needs even sides: Atari's 210x160 are
+            "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
+            "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-crf", "25",
+            "-f", "mp4", str(self.tmp_path),
+        ]  # fmt: skip
+        if not hasattr(os, "posix_spawn"):  # Windows
+            self.popen = subprocess.Popen(command, stdin=subprocess.PIPE)
+            self.pipe = self.popen.stdin
+            return
+        read_end, write_end = os.pipe()  # (both close on exec; dup2 makes the copy on 0 stay)
+        try:
+            # setpgroup=0: its own process group, so a Ctrl-C at the terminal stops this process,
+            # which closes the video, and not ffmpeg in the middle of it
+            self.pid = os.posix_spawn(
+                exe, command, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)],
+                setpgroup=0,
+            )  # fmt: skip
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self.pipe = os.fdopen(write_end, "wb")
+
+    def _wait(self) -> int:
+        """Closes ffmpeg's input and waits for it to finish the file; its exit code."""
+        if self.pipe is not None:
+            try:
+                self.pipe.close()
+            except BrokenPipeError:  # ffmpeg already stopped: its exit code says why
+                pass
+        if self.popen is not None:
+            return self.popen.wait()
+        if self.pid is None:
+            return 0
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        return os.waitstatus_to_exitcode(status)
 
     def close(self) -> Path:
-        self.writer.close()
+        if self.pipe is None:
+            raise RuntimeError(f"no frame written to {self.path}")
+        code = self._wait()
+        if code != 0:
+            self.tmp_path.unlink(missing_ok=True)
+            raise RuntimeError(f"ffmpeg failed (exit code {code}) writing {self.path}")
         os.replace(self.tmp_path, self.path)
         return self.path
 
     def discard(self) -> None:
         """Stop writing and delete what was written: no file appears."""
-        self.writer.close()
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGTERM)
+        elif self.popen is not None:
+            self.popen.terminate()
+        self._wait()
         self.tmp_path.unlink(missing_ok=True)

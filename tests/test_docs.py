@@ -133,3 +133,38 @@ def test_published_page_shows_the_published_data():
     assert rows == expected
     assert {r["seeds"] for r in csv.DictReader(lines)} == {"3"}
     assert {r["total_timesteps"] for r in csv.DictReader(lines)} == {"10000000"}
+
+
+SIDEBAR_CHARS = 22  # about what the theme's sidebar shows of a label before cutting it with "…"
+
+
+def test_the_navigation_names_each_script_distinctly_within_the_sidebars_width():
+    import yaml
+
+    nav = yaml.safe_load((REPO_ROOT / "mkdocs.yml").read_text())["nav"]
+    (sections,) = [item["Scripts"] for item in nav if isinstance(item, dict) and "Scripts" in item]
+    labels = {}
+    for section in sections:
+        ((label, pages),) = section.items()
+        (overview,) = [page["Overview"] for page in pages if "Overview" in page]
+        script = overview.removesuffix(".md") + ".py"
+        assert len(label) <= SIDEBAR_CHARS, label
+        assert script.endswith(label.split("…")[-1]), (label, script)  # its own name, or its end
+        labels[label] = script
+    assert sorted(labels.values()) == sorted(p.name for p in SCRIPTS)
+    assert "JAX: …_xla_jax.py" in labels and "JAX: …_xla_jax_scan.py" in labels
+
+
+def test_the_readme_and_the_long_runs_page_give_the_measured_cpu_speed_and_time():
+    """Both quote the steps per second that docs/throughput.md measured for ppo_atari_envpool.py
+    on 2 idle cores, and the hours 10M steps take at that speed."""
+    import re
+
+    throughput = (REPO_ROOT / "docs" / "throughput.md").read_text()
+    sps = int(re.search(r"^\| `ppo_atari_envpool` \| (\d+) \|", throughput, re.M)[1])
+    hours = round(10_000_000 / sps / 3600)
+    for page in ("README.md", "docs/long_runs.md"):
+        text = " ".join((REPO_ROOT / page).read_text().split())
+        assert f"about {hours} hours" in text and f"({sps} steps/s measured" in text, page
+        other = [n for n in re.findall(r"\b(\d+) steps/s", text) if int(n) != sps]
+        assert not other, (page, other)  # no other speed

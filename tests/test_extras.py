@@ -62,6 +62,18 @@ def test_a_script_without_its_extra_says_what_to_install_even_for_help(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("module", ["cleanrl_utils.evals", "cleanrl_utils.evals.jax_eval"])
+def test_the_evaluator_without_an_extra_names_the_command_as_typed(tmp_path, module):
+    """`python -m PACKAGE` runs `PACKAGE/__main__.py`: the message names the command, not that
+    file. A JAX model file without the jax extra:"""
+    (tmp_path / "agent.cleanrl_model").write_bytes(b"\x81\xa6script\xa1x")  # a msgpack map
+    proc = run_without(tmp_path, "flax", ["-m", module, "--model-path", "agent.cleanrl_model"])
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: python -m {module} needs the `jax` extra (no module named")
+    assert extras.INSTALL["jax"] in line
+
+
 def test_the_tuner_without_optuna_says_what_to_install(tmp_path):
     proc = run_without(tmp_path, "optuna", ["-m", "cleanrl_utils.tuner", "--num-trials", "1"])
     assert proc.returncode == 2, proc.stderr

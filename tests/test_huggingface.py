@@ -177,7 +177,8 @@ def test_a_torch_run_arrives_complete_and_enjoy_replays_it(hub, torch_run):
     )
     assert enjoy.returncode == 0, describe(enjoy)
     assert games(enjoy.stdout) == trained
-    assert (cwd / "videos" / "enjoy" / "eval-episode-0.mp4").stat().st_size > 0
+    (videos,) = re.findall(r"^videos: (videos/enjoy/\S+)/$", enjoy.stdout, re.M)
+    assert (cwd / videos / "eval-episode-0.mp4").stat().st_size > 0
 
     # the run's last checkpoint holds the same weights: the evaluator plays the same game
     (checkpoint,) = torch_run.run_dir.glob("checkpoint_*.ckpt")

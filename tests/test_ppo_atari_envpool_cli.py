@@ -145,16 +145,18 @@ def test_save_model_then_evaluate(long_eval_run):
     assert evals is not None and [step for step, _ in evals] == [0, 1], evals
     assert_non_negative_integers(evals, "eval/episodic_return")
 
-    proc = run_script(
-        ["--model-path", model.relative_to(long_eval_run.cwd), "--eval-episodes", "2"],
-        long_eval_run.cwd,
-        module="cleanrl_utils.evals",
-    )
+    # the run folder stands for its model file; the videos go to a folder of this evaluation's own
+    args = ["--model-path", run_dir.relative_to(long_eval_run.cwd), "--eval-episodes", "2"]
+    proc = run_script([*args, "--capture-video"], long_eval_run.cwd, module="cleanrl_utils.evals")
     assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.startswith(f"runs/{run_dir.name}/{MODEL_FILE}: ppo_atari_envpool on ")
     printed = re.findall(r"^eval_episode=(\d+), episodic_return=([\d.]+)", proc.stdout, re.M)
     assert [int(i) for i, _ in printed] == [0, 1], proc.stdout
     assert all(float(r).is_integer() for _, r in printed), proc.stdout
     assert re.search(r"mean episodic_return=[\d.]+ \+- [\d.]+ over 2 games", proc.stdout)
+    videos = long_eval_run.cwd / "videos" / "eval" / run_dir.name
+    assert proc.stdout.splitlines()[-1] == f"videos: videos/eval/{run_dir.name}/"
+    assert sorted(p.name for p in videos.iterdir()) == ["eval-episode-0.mp4", "eval-episode-1.mp4"]
 
 
 @pytest.mark.slow

@@ -747,6 +747,7 @@ def test_capture_video_writes_decodable_mp4(scan_long_video):
     assert set(shapes) == {(210, 160, 3)} and len(shapes) > 10
     assert not (run.run_dir / MODEL_FILE).exists()  # videos without --save-model
     assert [step for step, _ in run.scalars["eval/episodic_return"]] == [0, 1]
+    assert "os.fork()" not in run.proc.stderr  # ffmpeg starts without forking (test_video.py)
 
 
 # one bad input per script, each script as a process: exit code 2 and one error line before any

@@ -158,7 +158,10 @@ def test_learning_curves_are_images_with_one_panel_per_env(synthetic):
         assert image.shape[:2] == (height, width), name
         assert image[..., :3].std() > 0.05, f"{name} is blank"
         assert f"]({name})" in (out / "curves.md").read_text()
-    assert report.plot_size(2) == (800, 350)  # 2 panels of 4 x 3 inches side by side, 100 dpi
+    # for a paper: a page's width (7 inches) at 200 dpi; 3.5 inches a panel in 3 columns
+    assert report.plot_size(1) == (1400, round((7 * 0.7 + 0.5) * 200)) == (1400, 1080)
+    assert report.plot_size(2) == (1400, 590)  # 2 panels of 3.5 x 2.45 inches side by side
+    assert report.plot_size(3) == (2100, 590)
 
 
 def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synthetic, tmp_path):
@@ -585,11 +588,18 @@ def test_windows_table_is_the_mean_score_of_the_games_ended_in_each_window(tmp_p
     assert not (tmp_path / "plain" / "windows.md").exists()  # only with --windows
 
 
+ENVPOOL_SCRIPTS = [
+    "ppo_atari_envpool",
+    "ppo_atari_envpool_xla_jax",
+    "ppo_atari_envpool_xla_jax_scan",
+]
+
+
 @pytest.mark.parametrize(
     ("labels", "rows"),
     [
-        (["ppo_atari_envpool_xla_jax", "ppo_atari_envpool_xla_jax_scan"], 2),  # too wide for one
-        (["ppo_atari", "ppo_atari_lstm"], 1),
+        ([f"{name} (mean of 3 seeds)" for name in ENVPOOL_SCRIPTS], 2),  # too wide for one
+        (["ppo_atari (mean of 3 seeds)", "ppo_atari_lstm (mean of 3 seeds)"], 1),
     ],
 )
 def test_the_legend_puts_side_by_side_only_the_names_that_fit_the_figure(labels, rows):
@@ -598,11 +608,9 @@ def test_the_legend_puts_side_by_side_only_the_names_that_fit_the_figure(labels,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cleanrl_utils.report.plots import LEGEND_HEIGHT, PANEL_SIZE, PLOT_DPI, figure_legend
+    from cleanrl_utils.report.plots import PLOT_DPI, figure_legend, figure_size
 
-    fig, ax = plt.subplots(
-        figsize=(PANEL_SIZE[0], PANEL_SIZE[1] + LEGEND_HEIGHT), dpi=PLOT_DPI, layout="constrained"
-    )
+    fig, ax = plt.subplots(figsize=figure_size(1), dpi=PLOT_DPI, layout="constrained")
     for label in labels:
         ax.plot([0, 1], [0, 1], label=label)
     legend = figure_legend(fig, *ax.get_legend_handles_labels())
@@ -614,3 +622,32 @@ def test_the_legend_puts_side_by_side_only_the_names_that_fit_the_figure(labels,
     assert [t.get_text() for t in legend.get_texts()] == labels
     assert len({round(box.y0) for box in texts}) == rows
     plt.close(fig)
+
+
+def test_the_headers_count_the_seeds_that_make_a_cell_in_numeric_order_and_the_curves_say_how_many(
+    tmp_path,
+):
+    """Seeds 2 and 10 finished games, seeds 1 and 3 none: the cell is the mean of two seeds."""
+    root = tmp_path / "runs"
+    for seed, returns in ((10, [5.0, 7.0]), (2, [1.0, 3.0]), (1, []), (3, [])):
+        make_run(root, "ppo_atari_envpool", "Breakout-v5", seed, returns)
+    out = tmp_path / "out"
+    assert run_report(out, root) == 0
+    page = (out / "report.md").read_text()
+    assert (
+        "4 runs; 1 seed per cell" not in page
+        and "4 runs; 2 seeds per cell (seeds 2, 10); 2 runs with no finished game, in no cell; "
+        "10,240 env steps per run"
+        in page
+    ), page
+    assert "seeds 1, 2, 3, 10." in page  # the runs reported, numerically
+    assert "| Breakout-v5 | 4.00 ± 2.00 |" in page  # 6 and 2: the means of seeds 10 and 2
+    names = [row[0] for row in table_rows(page) if row[0].startswith("`Breakout")]
+    assert [name.split("__")[2] for name in names] == ["1", "2", "3", "10"]
+
+    rep = report.Report(
+        report.Args(), [report.load_run(p, 10, time.time()) for p in sorted(root.iterdir())], []
+    )
+    from cleanrl_utils.report.plots import seeds_averaged
+
+    assert seeds_averaged(rep, "ppo_atari_envpool", ["Breakout-v5"]) == "mean of 2 seeds"

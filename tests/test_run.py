@@ -478,7 +478,7 @@ def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_
     time.sleep(0.02)
     run.end_iteration(1, 8, [], {})
     os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: handled, the iteration goes on
-    assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL  # a second one would end it at once
+    assert signal.getsignal(signal.SIGINT) == run._on_second_ctrl_c  # would end it at once
     run.end_iteration(2, 16, [], {"x": 2})
     assert run.stop_requested
     (checkpoint,) = list_checkpoints(run.dir)
@@ -516,3 +516,100 @@ def test_a_flag_newer_than_the_checkpoint_takes_the_commands_value_and_says_so(t
     Run(args, SCRIPT, runs_dir=str(tmp_path))
     assert args.max_episode_steps == 27_000
     assert "the checkpoint has no --max-episode-steps" in capsys.readouterr().err
+
+
+def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path, monkeypatch):
+    """On a real terminal (a pseudo-terminal) the bar is left above the messages of the stop, not
+    drawn again below them."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    # 24 rows of 120 columns (a new pseudo-terminal has 0 rows, where tqdm draws nothing)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    terminal = open(slave, "w")  # noqa: SIM115 (closed below)
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setattr(sys, "stderr", terminal)
+    try:
+        run = open_run(tmp_path, checkpoint_every=0)
+        run.restore({})
+        assert run.progress.bar is not None  # (a terminal: a bar, not plain lines)
+        time.sleep(0.02)
+        run.end_iteration(1, 8, [], {})
+        os.kill(os.getpid(), signal.SIGINT)
+        run.end_iteration(2, 16, [], {})
+        assert run.finish() == INTERRUPTED_EXIT
+        terminal.flush()
+        os.set_blocking(master, False)
+        screen = os.read(master, 1 << 20).decode()
+    finally:
+        terminal.close()
+        os.close(master)
+    assert "16/40" in screen  # the bar was drawn
+    resume = f"(continue with: python {sys.argv[0]} --resume {run.dir})"
+    assert screen.rstrip().endswith(resume), repr(screen[-300:])
+
+
+SECOND_CTRL_C = """
+import os, signal, sys, time
+sys.path.insert(0, {tests!r})
+import test_run as t
+run = t.open_run(__import__("pathlib").Path({runs!r}), checkpoint_every=2)
+run.restore({{}})
+time.sleep(0.02)
+run.end_iteration(1, 8, [], {{}})
+run.end_iteration(2, 16, [], {{}})  # a checkpoint
+run.end_iteration(3, 24, [], {{}})
+os.kill(os.getpid(), signal.SIGINT)  # finish the iteration, then stop...
+os.kill(os.getpid(), signal.SIGINT)  # ...no: now
+print("still alive", flush=True)
+"""
+
+
+def test_a_second_ctrl_c_stops_at_once_and_says_what_is_lost(tmp_path):
+    import subprocess
+
+    code = SECOND_CTRL_C.format(tests=str(REPO_ROOT / "tests"), runs=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert proc.returncode == -signal.SIGINT, proc.stderr  # ended by the signal itself
+    assert "still alive" not in proc.stdout
+    line = proc.stderr.strip().splitlines()[-1]
+    (run_dir,) = tmp_path.glob("Breakout-v5__*")
+    assert line == (
+        "received Ctrl-C again: stopping now, without a checkpoint; the 8 steps trained since the "
+        "checkpoint of iteration 2 and the iteration under way are lost (continue from that "
+        f"checkpoint with: python -c --resume {run_dir})"
+    )
+
+
+def test_the_report_calls_a_run_stopped_right_after_a_stop_and_running_once_resumed(tmp_path):
+    from cleanrl_utils.report.runlogs import load_run
+
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    time.sleep(0.02)
+    run.writer.add_scalar("charts/SPS", 100.0, 8)
+    run.end_iteration(1, 8, [], {})
+    assert load_run(run.dir, 10.0, time.time()).status == "running"  # (while it runs)
+    os.kill(os.getpid(), signal.SIGTERM)
+    run.writer.add_scalar("charts/SPS", 100.0, 16)
+    run.end_iteration(2, 16, [], {})
+    run.finish()
+    log = load_run(run.dir, 10.0, time.time())
+    assert log.status == "resumable", log.problems
+    (note,) = [p for p in log.problems if "stopped" in p]
+    assert "(16 of 40 steps, stopped by SIGTERM 0 min ago, checkpointed)" in note
+
+    resumed = open_run(tmp_path, resume=str(run.dir))  # running again: no longer stopped
+    resumed.restore({})  # (a resumed run writes config.json once its checkpoint is checked)
+    assert "stopped" not in json.loads((resumed.dir / "config.json").read_text())
+    assert load_run(run.dir, 10.0, time.time()).status == "running"

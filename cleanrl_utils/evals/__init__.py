@@ -30,6 +30,7 @@ from gymnasium.vector import AutoresetMode
 
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals.common import (
+    evaluation_video_dir,
     game_over,
     parse_eval_args,
     summary,
@@ -128,10 +129,11 @@ def evaluate_model(model: Model, args) -> list[float]:
     torch or JAX, prints each game and the summary, and returns the scores."""
     script = model_script(model)
     print(f"{model.path}: {model.script} on {model.args['env_id']} ({model.source})")
+    video_dir = evaluation_video_dir(model, args.video_dir) if args.capture_video else None
     if model.framework == "jax":
         from cleanrl_utils.evals import jax_eval
 
-        episodic_returns = jax_eval.evaluate_model(model, script, args)
+        episodic_returns = jax_eval.evaluate_model(model, script, args, video_dir)
     else:
         device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
         episodic_returns = evaluate(
@@ -142,9 +144,11 @@ def evaluate_model(model: Model, args) -> list[float]:
             eval_episodes=args.eval_episodes,
             seed=args.seed,
             device=device,
-            video_dir=args.video_dir if args.capture_video else None,
+            video_dir=video_dir,
         )
     print(summary(model.args["env_id"], episodic_returns))
+    if video_dir is not None:
+        print(f"videos: {video_dir}/")
     return episodic_returns
 
 

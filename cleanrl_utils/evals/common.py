@@ -7,10 +7,12 @@ from __future__ import annotations
 import functools
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.runs import RunName
 
 
 def game_over(episodic_returns: list[float], episodic_return: float, episodic_length: int, video):
@@ -49,9 +51,9 @@ class EvalArgs:
     seed: int = 1
     """seed of the evaluation environment and of the sampled actions"""
     capture_video: bool = False
-    """whether to record every game under `--video-dir`"""
+    """whether to record every game, in a new folder under `--video-dir` named after the model's run"""
     video_dir: str = "videos/eval"
-    """where the videos go"""
+    """where the videos go: one folder per evaluation inside it"""
     cuda: bool = True
     """use a GPU when there is one (for JAX: when a GPU build of jaxlib is installed)"""
 
@@ -61,6 +63,22 @@ def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
     return args
+
+
+def evaluation_video_dir(model, video_dir: str | Path) -> Path:
+    """A new folder under `video_dir` for one evaluation's videos, so that the videos of two
+    models, or of two evaluations of one, never mix: named after the model's run (the name of
+    the run folder its file is in; `{env_id}__{script}__{seed}` for a file outside one), then
+    `-2`, `-3`, ... when an earlier evaluation took that name. `model`: as `read_model` returns
+    it."""
+    folder = Path(model.path).resolve().parent.name
+    if RunName.parse(folder) is None:
+        folder = f"{model.args['env_id']}__{model.script}__{model.args.get('seed', 1)}"
+    path, n = Path(video_dir) / folder, 1
+    while path.exists():
+        n += 1
+        path = Path(video_dir) / f"{folder}-{n}"
+    return path
 
 
 def summary(env_id: str, episodic_returns: list[float]) -> str:

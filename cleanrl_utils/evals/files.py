@@ -24,7 +24,13 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.checkpoint import MAGIC, PICKLE_MAGIC, CorruptCheckpoint, read_checkpoint
+from cleanrl_utils.checkpoint import (
+    MAGIC,
+    PICKLE_MAGIC,
+    CorruptCheckpoint,
+    list_checkpoints,
+    read_checkpoint,
+)
 from cleanrl_utils.checks import fail, number_problem, value_problem
 from cleanrl_utils.runs import atomic_write_bytes, name_problem
 from cleanrl_utils.scripts import load_script
@@ -150,14 +156,48 @@ def model_from_checkpoint(path: Path) -> Model:
     return Model(Path(path), payload["script"], payload["args"], weights, framework, source)
 
 
+WHAT_A_MODEL_IS = (
+    "a model file is the `{exp_name}.cleanrl_model` that a script's --save-model writes in its "
+    "run folder, or a checkpoint (`checkpoint_*.ckpt`); a run folder stands for its model file"
+)
+
+
+def model_in_run_folder(folder: Path) -> Path:
+    """The model of a run folder: its model file, else its newest checkpoint; exits 2 with one
+    `error:` line when it has neither, or several model files."""
+    models = sorted(folder.glob("*.cleanrl_model"))
+    if len(models) > 1:
+        names = ", ".join(p.name for p in models)
+        fail(f"{folder} holds several model files ({names}): give one with --model-path")
+    if models:
+        return models[0]
+    checkpoints = list_checkpoints(folder)
+    if checkpoints:
+        return checkpoints[0]
+    fail(
+        f"{folder} is a folder with no model file (`*.cleanrl_model`, written by --save-model) and "
+        "no checkpoint (`checkpoint_*.ckpt`)"
+    )
+
+
+def looks_like_a_model(raw: bytes) -> bool:
+    """Begins as a model file does, whole or cut short: a safetensors header (a length, then
+    JSON), or a msgpack map (flax's files)."""
+    return raw[8:9] == b"{" or raw[:1] in (b"\xde", b"\xdf") or 0x80 <= raw[0] <= 0x8F
+
+
 def _read_model(path: Path) -> Model:
     path = Path(path)
+    if path.is_dir():
+        path = model_in_run_folder(path)
     if not path.is_file():
-        fail(f"model file not found: {path}")
+        fail(f"model file not found: {path} ({WHAT_A_MODEL_IS})")
     raw = path.read_bytes()
     try:
         if raw.startswith(MAGIC):
             return model_from_checkpoint(path)
+        if unsafe_kind(raw) is None and not (raw and looks_like_a_model(raw)):
+            fail(f"{path} is not a model file: {WHAT_A_MODEL_IS}")
         return parse_model_bytes(path, raw)
     except UnsafeFile as exc:
         fail(
@@ -166,14 +206,16 @@ def _read_model(path: Path) -> Model:
         )
     except CorruptCheckpoint as exc:
         fail(f"cannot read checkpoint {path}: {exc}")
+    except ModuleNotFoundError:  # a JAX model without the jax extra: cleanrl_utils.extras says so
+        raise
     except Exception as exc:  # a truncated or foreign file: say which, without a traceback
         fail(f"cannot read model file {path}: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def read_model(path: str | Path) -> Model:
-    """The model in a model file or a checkpoint; exits 2 with one `error:` line on anything
-    else (a pickle is refused without being unpickled), and on recorded arguments that the
-    command line would refuse (`args_problem`)."""
+    """The model in a model file or a checkpoint, or in a run folder (`model_in_run_folder`);
+    exits 2 with one `error:` line on anything else (a pickle is refused without being
+    unpickled), and on recorded arguments that the command line would refuse (`args_problem`)."""
     model = _read_model(Path(path))
     if not isinstance(model.script, str) or not isinstance(model.args, dict):
         fail(f"cannot read model file {path}: no script name and arguments")

@@ -30,6 +30,7 @@ import numpy as np
 from cleanrl_utils import extras
 from cleanrl_utils.checks import fail, stops_on_ctrl_c
 from cleanrl_utils.evals.common import (
+    evaluation_video_dir,
     game_over,
     parse_eval_args,
     summary,
@@ -133,8 +134,9 @@ def play(policy, params, envs, stats, eval_episodes, seed, video_dir) -> list[fl
     return episodic_returns
 
 
-def evaluate_model(model: Model, script, args) -> list[float]:
-    """The games of `cleanrl_utils.evals.evaluate_model` for a JAX model."""
+def evaluate_model(model: Model, script, args, video_dir: Path | None = None) -> list[float]:
+    """The games of `cleanrl_utils.evals.evaluate_model` for a JAX model, recorded in
+    `video_dir` when it is given."""
     if not args.cuda:
         import jax
 
@@ -148,7 +150,7 @@ def evaluate_model(model: Model, script, args) -> list[float]:
         env_id=model.args["env_id"],
         eval_episodes=args.eval_episodes,
         seed=args.seed,
-        video_dir=args.video_dir if args.capture_video else None,
+        video_dir=video_dir,
     )
 
 
@@ -159,8 +161,11 @@ def main(argv=None):
     model = read_model(args.model_path)
     if model.framework != "jax":
         fail(f"{args.model_path} is a torch model: evaluate it with python -m cleanrl_utils.evals")
-    episodic_returns = evaluate_model(model, model_script(model), args)
+    video_dir = evaluation_video_dir(model, args.video_dir) if args.capture_video else None
+    episodic_returns = evaluate_model(model, model_script(model), args, video_dir)
     print(summary(model.args["env_id"], episodic_returns))
+    if video_dir is not None:
+        print(f"videos: {video_dir}/")
     return episodic_returns
 
 

@@ -10,9 +10,13 @@ from pathlib import Path
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.stats import curve
 
-PANEL_SIZE = (4.0, 3.0)  # inches per panel
+# Sized for a paper: a figure as wide as a page's text (7 inches) at print resolution; with
+# more than two columns of panels, 3.5 inches (a paper's column) per panel
+FIGURE_WIDTH = 7.0  # inches, the least
+MIN_PANEL_WIDTH = 3.5  # inches
+PANEL_ASPECT = 0.7  # a panel's height over its width
 LEGEND_HEIGHT = 0.5  # inches above the panels for the legend
-PLOT_DPI = 100
+PLOT_DPI = 200
 NO_GAME = "no finished game"
 
 
@@ -22,13 +26,35 @@ def panel_grid(n: int) -> tuple[int, int]:
     return math.ceil(n / max(ncols, 1)), max(ncols, 1)
 
 
+def figure_size(n_envs: int) -> tuple[float, float]:
+    """(width, height) in inches of a learning-curve figure with n_envs panels."""
+    nrows, ncols = panel_grid(n_envs)
+    width = max(FIGURE_WIDTH, MIN_PANEL_WIDTH * ncols)
+    return width, width / ncols * PANEL_ASPECT * nrows + LEGEND_HEIGHT
+
+
 def plot_size(n_envs: int) -> tuple[int, int]:
     """(width, height) in pixels of a learning-curve PNG with n_envs panels."""
-    nrows, ncols = panel_grid(n_envs)
-    return (
-        round(PANEL_SIZE[0] * ncols * PLOT_DPI),
-        round((PANEL_SIZE[1] * nrows + LEGEND_HEIGHT) * PLOT_DPI),
+    width, height = figure_size(n_envs)
+    return round(width * PLOT_DPI), round(height * PLOT_DPI)
+
+
+def seeds_averaged(report: Report, script: str, env_ids) -> str:
+    """How many seeds a script's curves average (its runs with a finished game), for the legend:
+    `mean of 3 seeds`, or `mean of 2 to 3 seeds` where its panels differ."""
+    counts = sorted(
+        {
+            sum(len(run.returns) > 0 for run in report.cells[script, env_id].runs)
+            for env_id in env_ids
+            if (script, env_id) in report.cells
+        }
+        - {0}
     )
+    if not counts:
+        return NO_GAME
+    low, high = counts[0], counts[-1]
+    seeds = f"{low} seed{'s' if low > 1 else ''}" if low == high else f"{low} to {high} seeds"
+    return f"mean of {seeds}"
 
 
 def without_games(report: Report, scripts, env_id: str) -> list[str]:
@@ -70,7 +96,7 @@ def plot_set(
     fig, axes = plt.subplots(
         nrows,
         ncols,
-        figsize=(PANEL_SIZE[0] * ncols, PANEL_SIZE[1] * nrows + LEGEND_HEIGHT),
+        figsize=figure_size(len(env_ids)),
         dpi=PLOT_DPI,
         squeeze=False,
         layout="constrained",
@@ -88,11 +114,12 @@ def plot_set(
             cell = report.cells.get((script, env_id))
             result = curve(cell.runs, last_n, points, wall_clock) if cell else None
             color = colors(report.scripts.index(script) % 10)
+            label = f"{script} ({seeds_averaged(report, script, env_ids)})"
             if result is None:
-                ax.plot([], [], color=color, label=script)  # still in the legend
+                ax.plot([], [], color=color, label=label)  # still in the legend
                 continue
             x, mean, std = result
-            ax.plot(x, mean, color=color, label=script, linewidth=1.5)
+            ax.plot(x, mean, color=color, label=label, linewidth=1.5)
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
         panels[env_id] = empty_panel_text(report, scripts, env_id)
         if panels[env_id] is not None:  # no curve to draw: say why, not empty axes

@@ -173,7 +173,12 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
     elif run.last_step < run.budget:
         age_min = (now - run.last_write) / 60
         progress = f"{run.last_step:,} of {run.budget:,} steps"
-        if age_min < running_minutes:
+        mark = (run.config or {}).get("stopped")  # a stop signal's checkpoint, not resumed since
+        if isinstance(mark, dict) and mark.get("global_step", -1) >= run.last_step:
+            at = f"{progress}, stopped by {mark.get('signal', 'a signal')} {age_min:.0f} min ago"
+            run.status, note = stopped(run, at)
+            run.problems.append(note)
+        elif age_min < running_minutes:
             run.status = "running"
             run.problems.append(f"still running ({progress}, last write {age_min:.1f} min ago)")
         else:

@@ -76,26 +76,36 @@ def speed_table(report: Report, script: str, env_ids: list[str]) -> str:
     return markdown_table(["env", "minutes", "SPS"], rows)
 
 
+def seed_order(seed: int | None) -> tuple[bool, int]:
+    """Seeds in numeric order (2 before 10), an unknown one last."""
+    return seed is None, seed or 0
+
+
 def describe_set(report: Report, scripts, env_ids) -> str:
+    """The runs of a script set, and the seeds that make its cells: a run with no finished game
+    adds nothing to its cell's return, so it is not counted there."""
     cells = report.cells_of(scripts, env_ids)
     runs = [r for cell in cells for r in cell.runs]
     steps = sorted({r.last_step for r in runs})
-    seeds = sorted({r.seed for r in runs}, key=str)
-    counts = sorted({len(cell.runs) for cell in cells})
+    counted = [[r for r in cell.runs if len(r.returns)] for cell in cells]
+    seeds = sorted({r.seed for runs_of_cell in counted for r in runs_of_cell}, key=seed_order)
+    counts = sorted({len(runs_of_cell) for runs_of_cell in counted})
     per_cell = (
         plural(counts[0], "seed") if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds"
     )
-    return (
-        f"{plural(len(runs), 'run')}; {per_cell} per cell "
-        f"(seeds {', '.join(map(str, seeds))}); "
-        f"{' / '.join(map(fmt_steps, steps))} env steps per run"
-    )
+    idle = len(runs) - sum(map(len, counted))
+    text = f"{plural(len(runs), 'run')}; "
+    if seeds:
+        text += f"{per_cell} per cell (seeds {', '.join(map(str, seeds))}); "
+    if idle:
+        text += f"{plural(idle, 'run')} with no finished game, in no cell; "
+    return text + f"{' / '.join(map(fmt_steps, steps))} env steps per run"
 
 
 def runs_table(report: Report) -> str:
     rows = []
     for run in sorted(
-        report.runs, key=lambda r: (str(r.script), str(r.env_id), str(r.seed), r.name)
+        report.runs, key=lambda r: (str(r.script), str(r.env_id), seed_order(r.seed), r.name)
     ):
         rows.append(
             [
@@ -284,7 +294,7 @@ def summary(report: Report, script: str | None = None) -> str:
         lines.append(f"**Hardware**: {args.hardware}")
     if reported:
         steps = sorted({r.last_step for r in reported})
-        seeds = sorted({r.seed for r in reported}, key=str)
+        seeds = sorted({r.seed for r in reported}, key=seed_order)
         starts = [r.start_wall for r in reported if r.start_wall]
         when = sorted(time.strftime("%Y-%m-%d", time.gmtime(s)) for s in starts)
         gits = [(r.config or {}).get("git") for r in reported]
@@ -346,7 +356,9 @@ def windows_section(report: Report) -> str:
                         cell_text += f" (n={len(values)})"
                     summary_row.append(cell_text)
                 rows.append(summary_row)
-                for run, means in sorted(zip(cell.runs, per_run), key=lambda x: x[0].seed):
+                for run, means in sorted(
+                    zip(cell.runs, per_run), key=lambda x: seed_order(x[0].seed)
+                ):
                     rows.append(
                         [f"seed {run.seed}"] + [fmt(m) if m is not None else "–" for m in means]
                     )

@@ -1,0 +1,105 @@
+"""What the evaluator takes as `--model-path` (`cleanrl_utils.evals.files.read_model`): a model
+file, a checkpoint, or a run folder (its model file, else its newest checkpoint); anything else
+is one `error:` line that says what a model file is. Where its videos go: a new folder per
+evaluation, named after the model's run (`evaluation_video_dir`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import cleanrl.ppo_atari_envpool as torch_script
+from cleanrl_utils.checkpoint import write_checkpoint
+from cleanrl_utils.evals.common import evaluation_video_dir
+from cleanrl_utils.evals.files import read_model, save_torch_model
+
+RUN = "Breakout-v5__ppo_atari_envpool__3__1700000000"
+
+
+def model_file(folder, name="ppo_atari_envpool.cleanrl_model"):
+    folder.mkdir(parents=True, exist_ok=True)
+    args = torch_script.Args(seed=3)
+    save_torch_model(folder / name, torch.nn.Linear(2, 1), args, torch_script.__file__)
+    return folder / name
+
+
+def checkpoint(folder, iteration):
+    payload = {
+        "script": "ppo_atari_envpool",
+        "run_name": folder.name,
+        "iteration": iteration,
+        "global_step": 1024 * iteration,
+        "args": dataclasses.asdict(torch_script.Args(seed=3)),
+        "rng": {},
+        "state": {"agent": {"w": torch.full((2,), float(iteration))}},
+    }
+    write_checkpoint(folder / f"checkpoint_{iteration:07d}.ckpt", payload)
+
+
+def error_line(capsys, call) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        call()
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+def test_a_run_folder_stands_for_its_model_file_else_its_newest_checkpoint(tmp_path, capsys):
+    run = tmp_path / "runs" / RUN
+    run.mkdir(parents=True)
+    checkpoint(run, 1)
+    checkpoint(run, 2)
+    model = read_model(run)
+    assert model.path == run / "checkpoint_0000002.ckpt"
+    assert model.source == "checkpoint of iteration 2"
+    assert float(model.weights["w"][0]) == 2.0
+
+    file = model_file(run)
+    model = read_model(run)
+    assert (model.path, model.source, model.script) == (file, "model", "ppo_atari_envpool")
+
+    model_file(run, "other.cleanrl_model")
+    line = error_line(capsys, lambda: read_model(run))
+    assert "several model files (other.cleanrl_model, ppo_atari_envpool.cleanrl_model)" in line
+
+
+def test_what_is_not_a_model_says_what_a_model_file_is(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# a project\n\nNot a model.\n")
+    line = error_line(capsys, lambda: read_model(readme))
+    assert line.startswith(f"error: {readme} is not a model file: a model file is the ")
+    assert ".cleanrl_model" in line and "--save-model" in line and "checkpoint_*.ckpt" in line
+    assert "msgpack" not in line.lower() and "Error" not in line
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = error_line(capsys, lambda: read_model(empty))
+    assert f"{empty} is a folder with no model file" in line and "no checkpoint" in line
+
+    line = error_line(capsys, lambda: read_model(tmp_path / "missing.cleanrl_model"))
+    assert "model file not found" in line and "--save-model" in line
+
+    # a damaged model file is still called one, with what went wrong
+    raw = model_file(tmp_path / "cut").read_bytes()
+    (tmp_path / "cut" / "ppo_atari_envpool.cleanrl_model").write_bytes(raw[: len(raw) // 2])
+    line = error_line(capsys, lambda: read_model(tmp_path / "cut"))
+    assert line.startswith("error: cannot read model file ")
+
+
+def test_each_evaluation_records_into_a_new_folder_named_after_the_models_run(tmp_path):
+    model = read_model(model_file(tmp_path / "runs" / RUN))
+    videos = tmp_path / "videos" / "eval"
+    first = evaluation_video_dir(model, videos)
+    assert first == videos / RUN
+    first.mkdir(parents=True)  # (the first video makes it)
+    second = evaluation_video_dir(model, videos)
+    assert second == videos / f"{RUN}-2"
+    second.mkdir()
+    assert evaluation_video_dir(model, videos) == videos / f"{RUN}-3"
+
+    # a model file outside a run folder (a copy, a download): named after its env id, script, seed
+    elsewhere = read_model(model_file(tmp_path / "downloads"))
+    assert evaluation_video_dir(elsewhere, videos) == videos / "Breakout-v5__ppo_atari_envpool__3"

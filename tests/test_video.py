@@ -1,0 +1,93 @@
+"""The mp4 writer (`cleanrl_utils.video`): real ffmpeg, real files read back; it starts ffmpeg
+without forking, so a JAX process (whose threads a fork would copy half-way) records videos
+without JAX's "os.fork() was called" warning."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT, script_env
+
+from cleanrl_utils.video import VideoWriter
+
+pytest.importorskip("imageio_ffmpeg")
+
+
+def frames(n: int, height: int = 210, width: int = 160) -> list[np.ndarray]:
+    return [np.full((height, width, 3), 10 * i, np.uint8) for i in range(n)]
+
+
+def read_frames(path) -> list[np.ndarray]:
+    import imageio
+
+    with warnings.catch_warnings():
+        # imageio's reader forks (a `preexec_fn`); JAX warns of that when an earlier test of the
+        # session imported it. The test of the writer, which must not fork, is the last one here
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        reader = imageio.get_reader(path, format="ffmpeg")
+        try:
+            return [frame for frame in reader]  # (list() asks its len(): infinite)
+        finally:
+            reader.close()
+
+
+def test_a_video_holds_every_frame_and_appears_only_when_closed(tmp_path):
+    path = tmp_path / "videos" / "eval-episode-0.mp4"
+    video = VideoWriter(path)
+    for frame in frames(20):
+        video.append(frame)
+    assert not path.exists()
+    assert video.close() == path
+    read = read_frames(path)
+    assert len(read) == 20 and read[0].shape == (210, 160, 3)
+    # H.264 is lossy: a flat frame comes back flat to within a step or two
+    assert [round(float(f.mean()) / 10) for f in read] == list(range(20))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["eval-episode-0.mp4"]
+
+
+def test_odd_sized_frames_are_padded_and_a_discarded_video_leaves_nothing(tmp_path):
+    video = VideoWriter(tmp_path / "odd.mp4")
+    for frame in frames(3, 211, 161):
+        video.append(frame)
+    assert read_frames(video.close())[0].shape == (212, 162, 3)
+    discarded = VideoWriter(tmp_path / "discarded.mp4")
+    discarded.append(frames(1)[0])
+    discarded.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.mp4"]
+
+
+def test_a_jax_process_records_a_video_without_forking(tmp_path):
+    """JAX warns at every fork once its backend runs (an `os.register_at_fork` hook). imageio's
+    writer starts ffmpeg with subprocess and a `preexec_fn` (its own process group), which makes
+    subprocess fork the whole process and run Python in the child: the warning came after every
+    JAX run with --capture-video."""
+    pytest.importorskip("jax")
+    code = (
+        "import jax, numpy as np\n"
+        "from cleanrl_utils.video import VideoWriter\n"
+        "jax.numpy.zeros(1).block_until_ready()  # the backend's threads run from here on\n"
+        "video = VideoWriter('v.mp4')\n"
+        "video.append(np.zeros((210, 160, 3), np.uint8))\n"
+        "video.close()\n"
+        "import os, subprocess, sys\n"
+        "print('--- the premise: a fork now is warned of', file=sys.stderr, flush=True)\n"
+        "subprocess.run(['true'], preexec_fn=os.setpgrp)  # as imageio-ffmpeg starts ffmpeg\n"
+    )
+    env = script_env(tmp_path, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "v.mp4").stat().st_size > 0
+    recording, premise = proc.stderr.split("--- the premise")
+    assert "fork" not in recording, proc.stderr
+    assert "os.fork() was called" in premise, proc.stderr
