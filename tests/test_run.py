@@ -523,6 +523,7 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
     drawn again below them."""
     import fcntl
     import pty
+    import select
     import struct
     import termios
 
@@ -542,13 +543,21 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
         run.end_iteration(2, 16, [], {})
         assert run.finish() == INTERRUPTED_EXIT
         terminal.flush()
-        os.set_blocking(master, False)
-        screen = os.read(master, 1 << 20).decode()
+        # the kernel hands what was written to the master side in chunks, later under load: read
+        # until the resume command has come and nothing more comes for a moment
+        resume = f"(continue with: python {sys.argv[0]} --resume {run.dir})"
+        received, deadline = b"", time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                received += os.read(master, 1 << 16)
+            elif resume.encode() in received:
+                break
+        screen = received.decode(errors="replace")
     finally:
         terminal.close()
         os.close(master)
     assert "16/40" in screen  # the bar was drawn
-    resume = f"(continue with: python {sys.argv[0]} --resume {run.dir})"
     assert screen.rstrip().endswith(resume), repr(screen[-300:])
 
 
