@@ -136,9 +136,15 @@ def run_script(
 
 def describe(proc: subprocess.CompletedProcess) -> str:
     """A failure message showing what the process said."""
+    err = proc.stderr or ""
+    # the first error (a rank's, under torchrun) comes first; what it set off, last
+    errors = [line for line in err.splitlines() if line.startswith(("error:", "[rank", "E"))][:20]
+    if len(err) > 8000:
+        err = f"{err[:3000]}\n[...]\n{err[-5000:]}"
     return (
         f"command: {proc.args}\nexit code: {proc.returncode}\n"
-        f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{err}\n"
+        + ("--- error lines ---\n" + "\n".join(errors) if errors else "")
     )
 
 

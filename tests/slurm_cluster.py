@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ports import free_port
+
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 PROGRAMS = "munged mungekey slurmctld slurmd sbatch srun squeue scontrol sinfo scancel".split()
 # the daemons live in /usr/sbin, which a non-login shell may not have on its PATH
@@ -52,12 +54,6 @@ def ensure_installed() -> None:
     still_missing = [program for program in PROGRAMS if which(program) is None]
     if still_missing:
         raise RuntimeError(f"installed {PACKAGES} but {still_missing} still missing")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check_hostname_is_loopback() -> str:

@@ -7,7 +7,6 @@ reaches on the whole rollout, to float tolerance.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 
@@ -15,18 +14,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT, script_env
+from ports import free_port
 from update_rank import NUM_ENVS, NUM_MINIBATCHES, NUM_STEPS, SHUFFLE_SEED, make_args, make_case
 
 from cleanrl_utils.distributed import Distributed
 from cleanrl_utils.scripts import load_script
 
 SIBLINGS = {"ppo_atari_envpool_multigpu": "ppo_atari_envpool", "ppo_atari_multigpu": "ppo_atari"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_env(cwd, rank: int, world_size: int, port: int, **extra) -> dict:

@@ -25,6 +25,7 @@ from conftest import (
     run_script,
     script_env,
 )
+from ports import free_port
 from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
@@ -57,12 +58,6 @@ def envpool_args(iterations: int, batch: int = BATCH) -> list[str]:
         "--total-timesteps",
         str(iterations * batch),
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env_of(cwd, **extra) -> dict[str, str]:
