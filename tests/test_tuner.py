@@ -483,6 +483,42 @@ def test_games_that_cannot_share_a_scale_are_refused():
     assert Normalizer.make(["CartPole-v1"], {"CartPole-v1": None}, "auto")("CartPole-v1", 7) == 7
 
 
+@pytest.mark.parametrize("sampler", ["TPESampler", "RandomSampler"])
+def test_a_seeded_sampler_continuing_a_study_does_not_draw_its_trials_again(
+    sampler, tmp_path, monkeypatch
+):
+    import optuna
+
+    from cleanrl_utils.tuner.study import fresh_draws
+
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+
+    def draws(n: int, task: str | None = None) -> list[float]:
+        """`n` trials' draws by a tuner process that starts with --sampler-seed 1."""
+        if task is not None:
+            monkeypatch.setenv("SLURM_ARRAY_TASK_ID", task)
+        make = getattr(optuna.samplers, sampler)
+        study = optuna.create_study(
+            storage=storage, study_name=f"task{task}", sampler=make(seed=1), load_if_exists=True
+        )
+        fresh_draws(study)
+        out = []
+        for _ in range(n):
+            trial = study.ask()
+            out.append(trial.suggest_float("learning_rate", 1e-5, 1e-2, log=True))
+            study.tell(trial, 0.0)
+        return out
+
+    first, again = draws(3), draws(3)
+    assert not set(first) & set(again)  # the continued study draws new parameters
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    task_0 = draws(2, "0")
+    assert draws(2, "1")[0] != task_0[0]  # another array task on the new study: other draws
+    optuna.delete_study(study_name="task0", storage=storage)
+    assert draws(2, "0") == task_0  # a new study's first tuner: the seed's draws, as before
+
+
 def test_a_trial_s_parameters_become_the_script_s_flags():
     from cleanrl_utils.tuner.space import as_flags
 

@@ -62,7 +62,7 @@ class Args:
     sampler: Literal["tpe", "random"] = "tpe"
     """Optuna's sampler: TPE (tree-structured Parzen estimator) or random search"""
     sampler_seed: int | None = None
-    """the sampler's seed; None: a random one"""
+    """the sampler's seed (the draws of a new study's first tuner; a continued study and the other tasks of a SLURM array draw anew, not the same parameters again); None: a random one"""
     pruner: Literal["median", "none"] = "median"
     """Optuna's pruner: median (stop a trial whose intermediate value is worse than the median of earlier trials at the same mark) or none"""
     pruning_marks: int = 10

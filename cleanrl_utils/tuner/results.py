@@ -65,8 +65,9 @@ def rows(study) -> list[list[str]]:
 
 def steps_saved(study) -> tuple[int, int]:
     """(environment steps run, steps had every trial run to its end) over the complete and
-    pruned trials: what pruning saved is the difference. A run never started counts with the
-    budget of its trial's other runs."""
+    pruned trials: what pruning saved is the difference. A run's end is its last whole
+    iteration (the steps a complete run ran); a run never started counts with the budget of its
+    trial's other runs."""
     ran = budget = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
         runs = list((trial.user_attrs.get("runs") or {}).values())
@@ -74,7 +75,10 @@ def steps_saved(study) -> tuple[int, int]:
         if not budgets:
             continue
         ran += sum(r.get("steps") or 0 for r in runs)
-        budget += sum(r.get("budget") or budgets[0] for r in runs)
+        if trial.state == TrialState.COMPLETE:  # every run ran to its end, in whole iterations
+            budget += sum(r.get("steps") or r.get("budget") or budgets[0] for r in runs)
+        else:
+            budget += sum(r.get("budget") or budgets[0] for r in runs)
     return ran, budget
 
 

@@ -40,6 +40,14 @@ def worker_id() -> dict:
     return {"host": socket.gethostname(), "pid": os.getpid(), "slurm": slurm}
 
 
+def fresh_draws(study) -> None:
+    """A seeded sampler draws the same parameters in every process it starts in: a study
+    continued, or shared with other tuners (the tasks of a SLURM array), would run them again.
+    Its random state is drawn anew there; a new study's first tuner keeps the seed's draws."""
+    if study.get_trials(deepcopy=False) or os.environ.get("SLURM_ARRAY_TASK_ID", "0") != "0":
+        study.sampler.reseed_rng()
+
+
 def is_stale(worker: dict | None, me: dict) -> bool:
     """A RUNNING trial whose tuner is gone: same host and its pid no longer alive, or the same
     SLURM array task (requeued). Another host's trial is never taken for stale."""
@@ -213,6 +221,7 @@ class Tuner:
         self.study = study
         self.num_seeds = num_seeds
         me = worker_id()
+        fresh_draws(study)
         self.recover_stale(study, me)
         print(
             f"======= study {self.study_name!r} in {self.storage_text}: {num_trials} trials of "

@@ -38,7 +38,7 @@ class RunState:
     score: float | None = None  # the metric, averaged over the window
     log: str | None = None
     steps: int | None = None  # the environment steps it ran (its last logged step)
-    budget: int | None = None  # its --total-timesteps
+    budget: int | None = None  # its --total-timesteps, in whole iterations
     process: dict | None = None  # host and pid of its process while it runs
 
     def record(self) -> dict:
@@ -135,8 +135,10 @@ class TrialRun:
                 self.save_runs()
         if run.dir is not None and self.budget is None:
             try:
-                config = json.loads((Path(run.dir) / "config.json").read_text())
-                self.budget = int(config["args"]["total_timesteps"])
+                args = json.loads((Path(run.dir) / "config.json").read_text())["args"]
+                self.budget = int(args["total_timesteps"])
+                if args.get("num_iterations") and args.get("batch_size"):  # whole iterations
+                    self.budget = int(args["num_iterations"]) * int(args["batch_size"])
             except (OSError, ValueError, KeyError, TypeError):
                 pass
 
