@@ -36,8 +36,10 @@ COMPILED_RUNS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def compiled_runs(request, tmp_path_factory):
+    """Started with the module's first test: the in-process and bad-input tests, which come
+    first, overlap the runs' compilations (a minute of CPU each, cold)."""
     yield from module_runs(request, tmp_path_factory, COMPILED_RUNS, check=True)
 
 
@@ -101,6 +103,13 @@ def test_compiled_loss_gradients_and_gae_equal_eager(one_torch_thread):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("script", [REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py", PPO_ATARI])
+def test_cudagraphs_without_a_gpu_is_bad_input(tmp_path, script):
+    proc = run_script(["--cudagraphs"], tmp_path, script=script, timeout=120)
+    assert_usage_error(proc, tmp_path, ["--cudagraphs", "GPU"])
+
+
 @pytest.mark.slow
 def test_compiled_runs_train_and_log_every_iteration(envpool_run, gymnasium_run):
     for run in (envpool_run, gymnasium_run):
@@ -123,10 +132,3 @@ def test_compiled_run_learns_what_the_eager_run_learns(envpool_run, eager_envpoo
         assert [step for step, _ in compiled[tag]] == [step for step, _ in eager[tag]]
         for (_, x), (_, y) in zip(compiled[tag], eager[tag]):
             assert x == pytest.approx(y, rel=1e-3, abs=1e-6, nan_ok=True), (tag, x, y)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-@pytest.mark.parametrize("script", [REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py", PPO_ATARI])
-def test_cudagraphs_without_a_gpu_is_bad_input(tmp_path, script):
-    proc = run_script(["--cudagraphs"], tmp_path, script=script, timeout=120)
-    assert_usage_error(proc, tmp_path, ["--cudagraphs", "GPU"])

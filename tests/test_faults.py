@@ -354,13 +354,31 @@ def test_the_report_notes_dropped_records(tmp_path):
 # -- a real run's checkpoint and model file, mutated (classes 5 and 6) -----------------------
 
 
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    """A real 4-iteration run of the EnvPool script, checkpoints at iterations 2 and 4, and
-    its model file (--save-model, 1 evaluation game)."""
+@pytest.fixture(scope="module", autouse=True)
+def real_run_started(request, tmp_path_factory):
+    """`real_run`'s process, started with the module's first test when a selected test needs
+    it, so that the command-line tests before those overlap it."""
+    module_items = [
+        i for i in request.session.items if getattr(i, "module", None) is request.module
+    ]
+    if not any("real_run" in item.fixturenames for item in module_items):
+        yield None
+        return
     cwd = tmp_path_factory.mktemp("real")
     args = [*tiny(4, 2), "--save-model", "--eval-episodes", "1", "--max-episode-steps", "200"]
-    done = run_script(args, cwd, script=SCRIPT)
+    proc = start_script(args, cwd, script=SCRIPT)
+    yield cwd, proc
+    if proc.poll() is None:  # (the tests that needed it did not wait for it)
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def real_run(real_run_started):
+    """A real 4-iteration run of the EnvPool script, checkpoints at iterations 2 and 4, and
+    its model file (--save-model, 1 evaluation game)."""
+    cwd, proc = real_run_started
+    done = finish_script(proc)
     assert done.returncode == 0, describe(done)
     (run_dir,) = run_dirs(cwd)
     return run_dir

@@ -50,8 +50,9 @@ RUNS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def runs(request, tmp_path_factory):
+    """Started with the module's first test: the in-process tests before the runs' overlap them."""
     yield from module_runs(request, tmp_path_factory, RUNS, script=SCRIPT)
 
 
