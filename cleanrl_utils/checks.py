@@ -82,7 +82,9 @@ def _tyro_message(message: str, argv: list[str], cls) -> str:
     return message
 
 
-def parse_args(cls, argv: list[str] | None = None, prog: str | None = None):
+def parse_args(
+    cls, argv: list[str] | None = None, prog: str | None = None, description: str | None = None
+):
     """The command line parsed into the dataclass `cls` (with tyro): `--help` as tyro shows it;
     a malformed command line is one `error:` line and exit code 2 (not tyro's box), and so are
     numbers no script can use (`check_numbers`). Nothing is written."""
@@ -92,7 +94,7 @@ def parse_args(cls, argv: list[str] | None = None, prog: str | None = None):
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            args = tyro.cli(cls, args=argv, prog=prog)
+            args = tyro.cli(cls, args=argv, prog=prog, description=description)
     except SystemExit as exc:
         if exc.code in (0, None):
             sys.stderr.write(captured.getvalue())

@@ -21,7 +21,7 @@ import tyro
 
 from cleanrl_utils import extras
 from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
 from cleanrl_utils.runs import atomic_write_bytes
 
@@ -53,7 +53,7 @@ def convert_torch_model(path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    args = tyro.cli(ConvertArgs, args=argv, prog="python -m cleanrl_utils.convert")
+    args = parse_args(ConvertArgs, argv, prog="python -m cleanrl_utils.convert")
     for name in args.files:
         path = Path(name)
         if not path.is_file():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -124,6 +125,29 @@ def test_a_bad_command_line_is_one_error_line_and_exit_code_2(argv, words, capsy
     for word in words:
         assert word in line, line
     assert out == ""
+
+
+@pytest.mark.parametrize(
+    "module, argv, words",
+    [
+        ("cleanrl_utils.benchmark.cli", ["--num-seed", "3"], ["--num-seed", "--num-seeds?"]),
+        ("cleanrl_utils.tuner.cli", ["--num-trails", "3"], ["--num-trails", "--num-trials?"]),
+        ("cleanrl_utils.report.cli", ["--last-m", "5"], ["--last-m", "--last-n?"]),
+        ("cleanrl_utils.convert", ["model.pt", "--bogus"], ["--bogus"]),
+        ("cleanrl_utils.huggingface.push", ["runs/x", "--hf-entiy", "me"], ["--hf-entiy"]),
+    ],
+)
+def test_the_tools_say_a_bad_flag_in_one_line(module, argv, words, capsys):
+    """The launcher, the tuner, the report, the converter and the Hub push read their command
+    lines as the scripts do: one `error:` line (with the flag meant), exit code 2, no box."""
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    for word in words:
+        assert word in lines[0], (word, lines[0])
 
 
 def test_help_is_still_tyros(capsys):

@@ -11,12 +11,10 @@ import shlex
 import time
 from pathlib import Path
 
-import tyro
-
 from cleanrl_utils.benchmark.common import PROG, Args, autotag, make_jobs, print_summary, tagged_env
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.exits import INTERRUPTED
 
 
@@ -47,7 +45,7 @@ def check_args(args: Args) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The launcher; returns its exit code: 0; 1 when a run failed; 130 after Ctrl-C. Bad input
     exits with code 2 before anything runs or is submitted."""
-    args = tyro.cli(Args, args=argv, prog=PROG, description=__doc__.split("\n\n")[0])
+    args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])
     check_args(args)
     jobs = make_jobs(args)
 

@@ -21,7 +21,7 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks import USAGE_ERROR, fail
+from cleanrl_utils.checks import USAGE_ERROR, fail, parse_args
 from cleanrl_utils.huggingface.auth import hub_problem, repo_name
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
@@ -161,7 +161,7 @@ class PushArgs:
 
 
 def main(argv=None) -> str:
-    args = tyro.cli(PushArgs, args=argv, prog="python -m cleanrl_utils.huggingface")
+    args = parse_args(PushArgs, argv, prog="python -m cleanrl_utils.huggingface")
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         fail(f"no such run folder: {run_dir}")

@@ -23,6 +23,7 @@ from typing import Annotated
 
 import tyro
 
+from cleanrl_utils import checks
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import FAILED, CtrlCExit
 from cleanrl_utils.report.cells import Report
@@ -76,11 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def parse_args(argv: list[str] | None) -> Command:
     """The flags, checked: a bad value is one `error:` line and exit code 2."""
-    args = tyro.cli(
-        Command,
-        args=argv,
-        prog="python -m cleanrl_utils.report",
-        description=__doc__.split("\n\n")[0],
+    args = checks.parse_args(
+        Command, argv, prog="python -m cleanrl_utils.report", description=__doc__.split("\n\n")[0]
     )
     for path in args.run_folders():
         if not Path(path).is_dir():

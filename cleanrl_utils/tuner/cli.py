@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.checks import fail, parse_args, stops_on_ctrl_c
 
 PROG = "python -m cleanrl_utils.tuner"
 
@@ -186,7 +186,7 @@ def make_tuner(args: Args):
 @stops_on_ctrl_c
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = tyro.cli(Args, args=argv, prog=PROG, description=__doc__.split("\n\n")[0])
+    args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])
     tuner = make_tuner(args)
     if args.slurm_template_path is not None:
         if shutil.which("sbatch") is None:
