@@ -7,6 +7,7 @@ pytest puts this folder on `sys.path`.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,6 +133,12 @@ def run_script(
     Never raises on a non-zero exit: the caller asserts on `returncode`, `stdout`, `stderr`.
     """
     return finish_script(start_script(args, cwd, **kw), timeout)
+
+
+# A test session started in the background by a script (`pytest &`) inherits SIGINT ignored, and
+# so would every process the tests start: the Ctrl-C tests need it as a terminal delivers it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def describe(proc: subprocess.CompletedProcess) -> str:
