@@ -144,8 +144,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 def describe(proc: subprocess.CompletedProcess) -> str:
     """A failure message showing what the process said."""
     err = proc.stderr or ""
-    # the first error (a rank's, under torchrun) comes first; what it set off, last
-    errors = [line for line in err.splitlines() if line.startswith(("error:", "[rank", "E"))][:20]
+    # a long stderr (torchrun's tracebacks) keeps its head, where the first failure is, and its
+    # tail; the `error:` lines (a rank's, which says what failed first) are repeated at the end
+    errors = [line for line in err.splitlines() if line.startswith(("error:", "[rank"))][:20]
     if len(err) > 8000:
         err = f"{err[:3000]}\n[...]\n{err[-5000:]}"
     return (
