@@ -6,13 +6,18 @@ pytest puts this folder on `sys.path`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PPO_ATARI_ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py"
@@ -280,3 +285,49 @@ def assert_usage_error(proc, cwd: Path, expected: list[str]) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     for folder in ("runs", "videos", "wandb"):
         assert not (cwd / folder).exists(), f"{folder}/ was created before the input was checked"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests that mostly wait run in the background
+
+_BACKGROUND: dict[str, dict[str, Callable]] = {}  # module name: {test name: body}
+
+
+def in_background(body: Callable) -> Callable:
+    """A test whose body starts with its module's first test, in a thread of its own, instead
+    of in its turn: for a test that mostly waits (on script start-ups, a scheduler, a requeue, a
+    checkpoint to appear), so that its waits overlap the module's other tests. The body's
+    arguments are `tmp_path` (a folder of its own) and module-scoped fixtures; it must leave the
+    test process's global state alone (no monkeypatch, no chdir). The test itself waits for its
+    body and fails with what the body raised."""
+    _BACKGROUND.setdefault(body.__module__, {})[body.__name__] = body
+
+    def test(background_bodies):
+        background_bodies[body.__name__].result()
+
+    test.__name__ = test.__qualname__ = body.__name__
+    test.__module__, test.__doc__ = body.__module__, body.__doc__
+    return test
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background_bodies(request, tmp_path_factory):
+    """Starts the `in_background` bodies of the module's selected tests; waits for them at the
+    module's end (a body stops itself: each has its own timeouts)."""
+    bodies = _BACKGROUND.get(request.module.__name__, {})
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    selected = sorted({item.originalname for item in items} & set(bodies))
+    if not selected:
+        yield {}
+        return
+    with ThreadPoolExecutor(max_workers=len(selected)) as threads:
+        futures = {}
+        for name in selected:
+            kwargs = {
+                arg: tmp_path_factory.mktemp(name[5:35])
+                if arg == "tmp_path"
+                else request.getfixturevalue(arg)
+                for arg in inspect.signature(bodies[name]).parameters
+            }
+            futures[name] = threads.submit(bodies[name], **kwargs)
+        yield futures

@@ -202,8 +202,9 @@ class SlurmCluster:
             "SelectType": "select/cons_tres",
             "SelectTypeParameters": "CR_Core",
             "SchedulerType": "sched/builtin",
-            # start a submitted job at once instead of batching submissions for a few seconds
-            "SchedulerParameters": "batch_sched_delay=0",
+            # start a submitted job at once instead of batching submissions for a few seconds;
+            # a requeued job waits for the main scheduling loop, which runs every 60 s by default
+            "SchedulerParameters": "batch_sched_delay=0,sched_interval=1",
             # no accounting: finished jobs are only visible while slurmctld keeps them
             "MinJobAge": 3600,
             "ReturnToService": 2,

@@ -26,6 +26,7 @@ from conftest import (
     REPO_ROOT,
     describe,
     finish_script,
+    in_background,
     read_scalars,
     run_dirs,
     run_script,
@@ -187,6 +188,7 @@ def test_a_resumed_run_carries_on_where_its_checkpoint_left_off(name, background
 
 
 @pytest.mark.slow
+@in_background  # three script starts in a row, each on one core
 def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
     name, iterations = "ppo_atari_envpool", 12
     args = [*tiny_args(name, iterations, every=3), "--track"]

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_scalars
+from conftest import in_background, read_scalars
 from slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_RUN = (
     f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
-    "--num-envs 8 --num-steps 32 --total-timesteps 256"
+    "--num-envs 2 --num-steps 16 --num-minibatches 1 --update-epochs 1 --total-timesteps 32"
 )
 ENV_IDS = ["Breakout-v5", "Pong-v5"]
 SEEDS = [1, 2]
@@ -41,8 +41,9 @@ TEMPLATE_FLAGS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    # 4 CPUs and 2 fake GPUs: both arrays of the first test run 2 tasks each at the same time
-    with SlurmCluster(tmp_path_factory.mktemp("cluster"), cpus=4, gpus=2) as cluster:
+    # 8 CPUs and 2 fake GPUs: the tests' jobs run side by side (the tasks ask for 1 CPU each),
+    # and the published runs' 10 CPUs per task are still more than the node has
+    with SlurmCluster(tmp_path_factory.mktemp("cluster"), cpus=8, gpus=2) as cluster:
         yield cluster
 
 
@@ -81,6 +82,7 @@ def job_id(output: str) -> str:
     return re.search(r"^submitted job (\d+):", output, re.MULTILINE).group(1)
 
 
+@in_background
 def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
     # both arrays at once, each from its own folder: runs/ and slurm/ land in the submission folder
     launchers = {
@@ -126,6 +128,7 @@ def scontrol_job(cluster: SlurmCluster, job: str) -> str:
     ).stdout
 
 
+@in_background
 def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
     code = (
         "import sys\n"
@@ -151,6 +154,7 @@ def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
     assert states == {"0": "COMPLETED", "1": "FAILED", "2": "COMPLETED"}
 
 
+@in_background
 def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, tmp_path):
     """SIGUSR1 (what `--signal=USR1@120` sends before the time limit) makes the run write a
     checkpoint and exit with 75; the template requeues the task, which resumes and finishes."""
@@ -170,11 +174,15 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
         if launcher.poll() is not None or time.time() > deadline:
             pytest.fail(f"no checkpoint at iteration 5:\n{finish(launcher, cluster, 1)}")
         time.sleep(0.1)
-    running = subprocess.run(
-        ["squeue", "--noheader", "--states=R", "--format=%i"],
+    queue = subprocess.run(
+        ["squeue", "--noheader", "--states=R", "--format=%i %Z"],
         env=cluster.env, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    assert len(running) == 1, running
+    ).stdout  # fmt: skip
+    # the other tests' jobs run beside this one: this test's job is the one started in tmp_path
+    running = [
+        line.split()[0] for line in queue.splitlines() if line.split()[1:] == [str(tmp_path)]
+    ]
+    assert len(running) == 1, queue
     subprocess.run(["scancel", "--signal=USR1", running[0]], env=cluster.env, check=True)
     output = finish(launcher, cluster, timeout=240)
     assert launcher.returncode == 0, f"{output}\n{cluster.log_tail()}"
@@ -219,6 +227,7 @@ def test_a_rejected_submission_leaves_nothing_behind(cluster, tmp_path):
     assert [p for p in (tmp_path / "earlier").rglob("*") if p.is_file()] == [old_log]
 
 
+@in_background
 def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster, tmp_path):
     """What `--resume auto` needs to find a task's own run: the command the templates start sees
     the same SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID and SLURM_JOB_ID after a requeue, and
@@ -276,6 +285,7 @@ def wait_until(ready, what: str, cluster: SlurmCluster, timeout: float = 180):
     return found
 
 
+@in_background
 def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     """Two array jobs in one folder with the same script, env id and seed (the same sweep
     submitted twice, or two variants with the same exp_name), both stopped (SIGUSR1, as before a

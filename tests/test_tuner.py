@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from conftest import (
     REPO_ROOT,
     describe,
     finish_script,
+    in_background,
     run_script,
     start_script,
 )
@@ -262,18 +264,20 @@ def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_it
 # Ctrl-C and a rerun
 
 
-@pytest.fixture
-def suspended():
+@contextmanager
+def suspended_runs():
     """The pids of the runs a test suspended; those still there at its end (a test that failed
     before a tuner stopped them) are killed, never left frozen on the machine."""
     pids: list[int] = []
-    yield pids
-    for pid in pids:
-        try:
-            if str(PPO_ATARI_ENVPOOL).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.killpg(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            pass
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            try:
+                if str(PPO_ATARI_ENVPOOL).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.killpg(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
 
 
 def freeze_runs_as_they_train(
@@ -308,7 +312,13 @@ def freeze_runs_as_they_train(
 
 
 @pytest.mark.slow
-def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path, suspended):
+@in_background  # three tuners in a row, each waiting on its runs
+def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
+    with suspended_runs() as suspended:
+        ctrl_c_then_kill_then_resume(tmp_path, suspended)
+
+
+def ctrl_c_then_kill_then_resume(tmp_path: Path, suspended: list[int]) -> None:
     budget = 512  # 16 iterations; the runs are suspended after their first few
     args = tuner_command(
         "sqlite:///tuner.db",
