@@ -28,10 +28,12 @@ from conftest import (
     ScriptProcess,
     assert_usage_error,
     describe,
+    finish_script,
     module_runs,
     read_scalars,
     run_script,
     script_env,
+    start_script,
 )
 from hub_server import LoopbackHub
 
@@ -170,20 +172,21 @@ def test_a_torch_run_arrives_complete_and_enjoy_replays_it(hub, torch_run):
     trained = games(torch_run.proc.stdout)  # the training run's evaluation, seed 1 + 1
     assert len(trained) == 1
 
+    # enjoy replays the model from the Hub; the run's last checkpoint holds the same weights, so
+    # the evaluator plays the same game (the two processes side by side)
     cwd = torch_run.cwd
     args = ["--hf-repo", repo_id, "--seed", "2", "--eval-episodes", "1", "--capture-video"]
-    enjoy = run_script(
+    enjoy = start_script(
         args, cwd, module="cleanrl_utils.enjoy", env=script_env(cwd, **hub_env(hub, cwd))
     )
+    (checkpoint,) = torch_run.run_dir.glob("checkpoint_*.ckpt")
+    args = ["--model-path", checkpoint, "--seed", "2", "--eval-episodes", "1"]
+    evaluated = start_script(args, cwd, module="cleanrl_utils.evals")
+    enjoy, evaluated = finish_script(enjoy), finish_script(evaluated)
     assert enjoy.returncode == 0, describe(enjoy)
     assert games(enjoy.stdout) == trained
     (videos,) = re.findall(r"^videos: (videos/enjoy/\S+)/$", enjoy.stdout, re.M)
     assert (cwd / videos / "eval-episode-0.mp4").stat().st_size > 0
-
-    # the run's last checkpoint holds the same weights: the evaluator plays the same game
-    (checkpoint,) = torch_run.run_dir.glob("checkpoint_*.ckpt")
-    args = ["--model-path", checkpoint, "--seed", "2", "--eval-episodes", "1"]
-    evaluated = run_script(args, cwd, module="cleanrl_utils.evals")
     assert evaluated.returncode == 0, describe(evaluated)
     assert "(checkpoint of iteration 2)" in evaluated.stdout
     assert games(evaluated.stdout) == trained
@@ -197,18 +200,19 @@ def test_a_jax_run_arrives_complete_and_enjoy_replays_it(hub, jax_run):
     trained = games(jax_run.proc.stdout)
     assert len(trained) == 1
 
+    # enjoy from the Hub and, one entry point for torch and JAX, the evaluator on the JAX
+    # checkpoint play the same game (the two processes side by side)
     cwd = jax_run.cwd
     args = ["--hf-repo", repo_id, "--seed", "2", "--eval-episodes", "1"]
-    enjoy = run_script(
+    enjoy = start_script(
         args, cwd, module="cleanrl_utils.enjoy", env=script_env(cwd, **hub_env(hub, cwd))
     )
-    assert enjoy.returncode == 0, describe(enjoy)
-    assert games(enjoy.stdout) == trained
-
-    # one entry point for torch and JAX: the evaluator plays the JAX checkpoint's game
     (checkpoint,) = jax_run.run_dir.glob("checkpoint_*.ckpt")
     args = ["--model-path", checkpoint, "--seed", "2", "--eval-episodes", "1"]
-    evaluated = run_script(args, cwd, module="cleanrl_utils.evals")
+    evaluated = start_script(args, cwd, module="cleanrl_utils.evals")
+    enjoy, evaluated = finish_script(enjoy), finish_script(evaluated)
+    assert enjoy.returncode == 0, describe(enjoy)
+    assert games(enjoy.stdout) == trained
     assert evaluated.returncode == 0, describe(evaluated)
     assert games(evaluated.stdout) == trained
 
