@@ -24,12 +24,21 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
+from conftest import (
+    REPO_ROOT,
+    describe,
+    finish_script,
+    in_background,
+    run_dirs,
+    run_script,
+    start_script,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -385,7 +394,10 @@ def real_run_started(request, tmp_path_factory):
     module_items = [
         i for i in request.session.items if getattr(i, "module", None) is request.module
     ]
-    if not any("real_run" in item.fixturenames for item in module_items):
+    if not any(
+        "real_run" in item.fixturenames or item.originalname == TWO_RESUMES_TEST
+        for item in module_items
+    ):
         yield None
         return
     cwd = tmp_path_factory.mktemp("real")
@@ -401,9 +413,20 @@ def real_run_started(request, tmp_path_factory):
 def real_run(real_run_started):
     """A real 4-iteration run of the EnvPool script, checkpoints at iterations 2 and 4, and
     its model file (--save-model, 1 evaluation game)."""
+    return finished_real_run(real_run_started)
+
+
+REAL_RUN_DONE = threading.Lock()
+
+
+def finished_real_run(real_run_started) -> Path:
+    """`real_run`'s folder once its process has ended, for the tests and for a test body in a
+    background thread alike (the process is waited for once)."""
     cwd, proc = real_run_started
-    done = finish_script(proc)
-    assert done.returncode == 0, describe(done)
+    with REAL_RUN_DONE:
+        if not hasattr(proc, "done"):
+            proc.done = finish_script(proc)
+    assert proc.done.returncode == 0, describe(proc.done)
     (run_dir,) = run_dirs(cwd)
     return run_dir
 
@@ -683,11 +706,15 @@ def wait_for(predicate, timeout: float = 300, every: float = 0.02) -> None:
         time.sleep(every)
 
 
+TWO_RESUMES_TEST = "test_two_resumes_of_one_folder_one_is_refused_and_kill_9_leaves_no_stale_lock"
+
+
 @pytest.mark.slow
+@in_background  # three script starts in a row, each on one core
 def test_two_resumes_of_one_folder_one_is_refused_and_kill_9_leaves_no_stale_lock(
-    real_run, tmp_path
+    real_run_started, tmp_path
 ):
-    run_dir = unfinished_copy(real_run, tmp_path)
+    run_dir = unfinished_copy(finished_real_run(real_run_started), tmp_path)
     first = start_script(["--resume", str(run_dir)], tmp_path, script=SCRIPT)
     try:
         inode = run_dir.stat().st_ino

@@ -20,6 +20,7 @@ from conftest import (
     assert_usage_error,
     describe,
     finish_script,
+    in_background,
     read_scalars,
     run_dirs,
     run_script,
@@ -377,6 +378,7 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
 
 
 @pytest.mark.slow
+@in_background  # the ranks wait out their 5 s timeout
 def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
