@@ -3,6 +3,8 @@
 The module fixture installs Debian's SLURM and munge when they are missing (root, apt-get), starts
 munged, slurmctld and slurmd on 127.0.0.1 from a temporary folder, and stops exactly those PIDs
 at the end. If the cluster cannot be installed or started, these tests fail; they never skip.
+The tests' jobs run side by side (`in_background`): most of their time is waiting on script
+start-ups, the scheduler and a requeued job's credential lifetime.
 """
 
 from __future__ import annotations
