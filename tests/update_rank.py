@@ -1,7 +1,7 @@
 """One rank of the update-equality test (tests/test_distributed.py), as a real process:
 `python tests/update_rank.py SCRIPT OUT_FILE` with torchrun's variables (RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT) set. It plays its slice of the test's rollout through `SCRIPT`'s
-update over gloo and saves the network's parameters and the stats to OUT_FILE."""
+MASTER_ADDR, MASTER_PORT) set. For each of CASES it plays its slice of the test's rollout through
+`SCRIPT`'s update over gloo and saves the network's parameters and the stats to OUT_FILE."""
 
 from __future__ import annotations
 
@@ -21,9 +21,13 @@ NUM_ACTIONS = 4
 NUM_STEPS, NUM_ENVS = 8, 4
 NUM_MINIBATCHES, UPDATE_EPOCHS = 4, 3
 SHUFFLE_SEED = 0
+# (max_grad_norm, SGD learning rate). Unclipped: a gradient off by a constant factor shows (clipping
+# would hide it). Clipped: the case's gradient norms are 3-18, so every minibatch is clipped, and
+# clipping each rank's share before the ranks sum them would change the step's size and direction.
+CASES = {"unclipped": (1e6, 1e-3), "clipped": (1.0, 1e-2)}
 
 
-def make_args(local_num_envs: int = NUM_ENVS) -> types.SimpleNamespace:
+def make_args(local_num_envs: int = NUM_ENVS, max_grad_norm: float = 1e6) -> types.SimpleNamespace:
     batch_size = NUM_STEPS * NUM_ENVS
     return types.SimpleNamespace(
         num_steps=NUM_STEPS,
@@ -37,7 +41,7 @@ def make_args(local_num_envs: int = NUM_ENVS) -> types.SimpleNamespace:
         clip_vloss=True,
         ent_coef=0.01,
         vf_coef=0.5,
-        max_grad_norm=1e6,
+        max_grad_norm=max_grad_norm,
         target_kl=None,
         backend="gloo",
         device_ids=[],
@@ -45,7 +49,7 @@ def make_args(local_num_envs: int = NUM_ENVS) -> types.SimpleNamespace:
     )
 
 
-def make_case(script_name: str, seed: int = 3):
+def make_case(script_name: str, seed: int = 3, lr: float = 1e-3):
     """The network, the optimizer and a global rollout (NUM_STEPS x NUM_ENVS) of `script_name`,
     with old log-probabilities and values that differ from the network's (so that ratios and
     values get clipped) and, where the script has them, some invalid transitions."""
@@ -53,8 +57,8 @@ def make_case(script_name: str, seed: int = 3):
     torch.manual_seed(0)
     envs = types.SimpleNamespace(single_action_space=gymnasium.spaces.Discrete(NUM_ACTIONS))
     agent = script.Agent(envs)
-    # plain SGD and no clipping: Adam and clipping would hide a gradient off by a constant factor
-    optimizer = torch.optim.SGD(agent.parameters(), lr=1e-3)
+    # plain SGD: Adam would hide a gradient off by a constant factor
+    optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     rollout = script.Rollout.zeros(make_args(), (4, 84, 84), "cpu")
     rollout.obs[:] = torch.randint(0, 256, rollout.obs.shape, dtype=torch.uint8, generator=gen)
@@ -80,22 +84,28 @@ def env_slice(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 def main(script_name: str, out_file: str) -> None:
     torch.set_num_threads(1)
     world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    script = load_script(script_name)
-    agent, optimizer, rollout, advantages, returns = make_case(script_name.split("_multigpu")[0])
-    args = make_args(local_num_envs=NUM_ENVS // world_size)
-    dist = Distributed(args)
+    script, sibling = load_script(script_name), script_name.split("_multigpu")[0]
+    dist = Distributed(make_args(local_num_envs=NUM_ENVS // world_size))
     dist.connect()
-    fields = {
-        f.name: env_slice(getattr(rollout, f.name), rank, world_size)
-        for f in dataclasses.fields(rollout)
-    }
-    mine = script.Rollout(**fields)
-    advantages, returns = (env_slice(x, rank, world_size) for x in (advantages, returns))
-    np.random.seed(SHUFFLE_SEED)  # every rank alike
-    stats = script.update(script.ppo_loss, agent, optimizer, args, mine, advantages, returns, dist)
-    torch.save(
-        {"params": agent.state_dict(), "stats": {k: float(v) for k, v in stats.items()}}, out_file
-    )
+    results = {}
+    for case, (max_grad_norm, lr) in CASES.items():
+        args = make_args(local_num_envs=NUM_ENVS // world_size, max_grad_norm=max_grad_norm)
+        agent, optimizer, rollout, advantages, returns = make_case(sibling, lr=lr)
+        fields = {
+            f.name: env_slice(getattr(rollout, f.name), rank, world_size)
+            for f in dataclasses.fields(rollout)
+        }
+        mine = script.Rollout(**fields)
+        advantages, returns = (env_slice(x, rank, world_size) for x in (advantages, returns))
+        np.random.seed(SHUFFLE_SEED)  # every rank alike
+        stats = script.update(
+            script.ppo_loss, agent, optimizer, args, mine, advantages, returns, dist
+        )
+        results[case] = {
+            "params": agent.state_dict(),
+            "stats": {k: float(v.detach()) for k, v in stats.items()},
+        }
+    torch.save(results, out_file)
     dist.close()
 
 
