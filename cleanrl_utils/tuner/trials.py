@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.benchmark import Job, killed_by, log_tail, signal_group, start_job
+from cleanrl_utils.benchmark import Job, killed_by, log_name, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files
 from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
@@ -119,7 +119,7 @@ class TrialRun:
             command += ["--exp-name", self.exp_name]
         tag = {"study": t.study_name, "trial": self.trial.number, "storage": t.storage_text}
         env = {**t.run_env, TUNER_VARIABLE: json.dumps(tag)}
-        log = self.log_dir / f"{run.env_id}__seed{run.seed}.log"
+        log = self.log_dir / log_name(run.env_id, run.seed)
         log.parent.mkdir(parents=True, exist_ok=True)
         self.budget, self.marks_done, self.events_read, self.pruning = None, 0, (), False
         self.start_time = time.time()
