@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cleanrl_utils.exits import FAILED
 from cleanrl_utils.progress import format_seconds
+from cleanrl_utils.runs import file_name
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
@@ -36,20 +37,8 @@ def env_id_problem(env_id: str) -> str | None:
 
 def log_name(env_id: str, seed: int) -> str:
     """The log file of one env id and seed: `{env_id}__seed{seed}.log`, the id spelled as one
-    file name that reads as the id and is one id's only: `/` (ALE's `ALE/Breakout-v5`) becomes
-    `+`, and `+`, `%` or any other character a file name should not hold becomes `%XX`, as a
-    leading `.` does (no hidden file)."""
-    spelled = "".join(
-        c if re.fullmatch(r"[A-Za-z0-9._:-]", c) else "+" if c == "/" else _percent(c)
-        for c in env_id
-    )
-    if spelled.startswith("."):
-        spelled = "%2E" + spelled[1:]
-    return f"{spelled}__seed{seed}.log"
-
-
-def _percent(c: str) -> str:
-    return "".join(f"%{b:02X}" for b in c.encode())
+    file name of its own (`ALE/Breakout-v5`: `ALE+Breakout-v5__seed1.log`; see `file_name`)."""
+    return f"{file_name(env_id)}__seed{seed}.log"
 
 
 @dataclass
