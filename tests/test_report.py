@@ -730,7 +730,7 @@ def test_an_output_folder_that_cannot_take_files_is_one_line_and_exit_code_74(
 
 def test_a_tuner_s_trials_are_drawn_in_one_file_named_after_their_script(tmp_path):
     root = tmp_path / "runs"
-    for trial in (0, 1):
+    for trial in (2, 10):
         for seed in (1, 2):
             make_run(
                 root,
@@ -746,8 +746,10 @@ def test_a_tuner_s_trials_are_drawn_in_one_file_named_after_their_script(tmp_pat
     out = tmp_path / "out"
     assert run_report(out, root) == 0
     assert sorted(p.name for p in out.glob("*.png")) == ["curves_ppo_atari_envpool.png"]
+    header = table_rows((out / "returns.md").read_text())[0]
+    assert header == ["env", "nc-tiny-trial2", "nc-tiny-trial10"]  # trials in numeric order
     rep = report.Report(
         report.Args(), [report.load_run(p, 10, time.time()) for p in sorted(root.iterdir())], []
     )
-    label = report.plots.script_label(rep, "nc-tiny-trial1", ["Breakout-v5"])
-    assert label == "nc-tiny-trial1: tuner study nc-tiny, trial 1 (mean of 2 seeds)"
+    label = report.plots.script_label(rep, "nc-tiny-trial10", ["Breakout-v5"])
+    assert label == "nc-tiny-trial10: tuner study nc-tiny, trial 10 (mean of 2 seeds)"
