@@ -618,6 +618,22 @@ def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, 
     assert "the loss is NaN" in log.read_text()
 
 
+def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monkeypatch, capsys):
+    from cleanrl_utils.tuner import Tuner
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "diverges.py"
+    script.write_text(FAILING_SCRIPT)
+    with pytest.raises(ValueError, match="no search space"):
+        Tuner(script=str(script), env_ids=["Breakout-v5"])
+    tuner = Tuner(script=str(script), params_fn=lambda trial: {}, env_ids=["Breakout-v5"])
+    with pytest.raises(SystemExit) as exit_:
+        tuner.tune(num_trials=2, num_seeds=1)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: the search space is empty"), err
+    assert list(tmp_path.iterdir()) == [script]
+
+
 def test_a_trial_whose_tuner_was_killed_before_it_saw_the_run_folder_resumes_that_run(
     tmp_path, monkeypatch
 ):
