@@ -575,6 +575,13 @@ def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_li
         err = capsys.readouterr().err.strip().splitlines()
         assert exit_.value.code == 2 and len(err) == 1 and message in err[0], err
     assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "esc").exists()
+    Path("taken").write_text("a file")
+    with pytest.raises(SystemExit) as exit_:
+        main(bad_input_command(["--log-dir", "taken"]))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 74 and err == (
+        "error: --log-dir taken/ppo_atari_envpool: cannot write there: taken is a file, not a folder\n"
+    )
 
 
 FAILING_SCRIPT = """import sys

@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import TrialState
 
 from cleanrl_utils.benchmark import StopRequest, stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import check_output_folder, fail
 from cleanrl_utils.exits import FAILED, INTERRUPTED
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
@@ -187,11 +187,13 @@ class Tuner:
     # -- before anything starts ---------------------------------------------------------------
 
     def check(self) -> optuna.study.Study:
-        """Everything that can be wrong before a trial starts: the script's flags (the fixed ones
-        and the search space's, against its `--help`), the env ids (the script's own check), the
-        storage (opened last: a new SQLite file is made only then). Ends the process with one
-        `error:` line and exit code 2."""
+        """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
+        it cannot take files), the script's flags (the fixed ones and the search space's,
+        against its `--help`), the env ids (the script's own check), the storage (opened last: a
+        new SQLite file is made only then). Ends the process with one `error:` line and exit
+        code 2."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        check_output_folder(self.log_dir, "--log-dir")  # (exit code 74)
         try:
             check_storage(self.storage_text)  # (creates nothing)
         except StorageError as e:
