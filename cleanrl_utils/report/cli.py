@@ -227,13 +227,13 @@ def write_report(report: Report) -> dict[str, str]:
 
 def curves_names(report: Report) -> dict[tuple[str, ...], str]:
     """Each script set's name in its curves' file, `curves_{name}.png`, after what it shows:
-    the training script all its runs ran (`ppo_atari_envpool`: a tuner's trials, or exps of one
-    script), else its exp names (`a+b`); each a file name of its own, never a path."""
+    its one exp; the training script all its exps ran (`ppo_atari_envpool`: a tuner's trials);
+    else its exp names (`a+b`). Each a file name of its own, never a path."""
     names: dict[tuple[str, ...], str] = {}
     for scripts, env_ids in report.sets:
         runs = [run for cell in report.cells_of(scripts, env_ids) for run in cell.runs]
         files = {run.script_file for run in runs}
-        if len(files) == 1 and None not in files:
+        if len(scripts) > 1 and len(files) == 1 and None not in files:
             shows = sorted(files)
         else:
             shows = scripts if len(scripts) <= 3 else [*scripts[:2], f"{len(scripts) - 2}-more"]
