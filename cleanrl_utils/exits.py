@@ -15,6 +15,7 @@ A training run's own stop signals (finish the iteration, write a checkpoint) are
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import sys
 
@@ -24,6 +25,14 @@ DISK_EXIT = 74  # EX_IOERR: a write into the run folder failed (a full disk; not
 CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
 CANNOT_START = 127  # what a shell reports for a program it cannot start
 INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
+
+
+def cause(exc: OSError) -> str:
+    """`no space left on device (ENOSPC)`: an OSError as a reader wants it."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = (exc.strerror or str(exc)).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    return f"{text} ({name})" if name else text
 
 
 class CtrlCExit(contextlib.ContextDecorator):

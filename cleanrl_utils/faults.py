@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.exits import DISK_EXIT, cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 
@@ -91,14 +91,6 @@ def trim_partial_record(path: Path) -> int:
     if pos < len(data):
         os.truncate(path, pos)
     return len(data) - pos
-
-
-def cause(exc: OSError) -> str:
-    """`no space left on device (ENOSPC)`: an OSError as a reader wants it."""
-    name = errno.errorcode.get(exc.errno or 0)
-    text = (exc.strerror or str(exc)).rstrip(".")
-    text = text[:1].lower() + text[1:]
-    return f"{text} ({name})" if name else text
 
 
 def disk_failure(run_dir: Path, what: str, exc: OSError, kept: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -40,6 +41,30 @@ def name_problem(exp_name: str, env_id: str) -> str | None:
                 why += ", no '__' and no trailing '_'"
             return f"{flag} {shown} cannot name a run folder: 1 to {limit} characters, {why}"
     return None
+
+
+FILE_NAME_KEPT = re.compile(r"[A-Za-z0-9._:-]")
+FILE_NAME_LIMIT = 120  # characters; a file system's names end at 255 bytes
+
+
+def file_name(text: str) -> str:
+    """`text` (an env id, an exp name read from a config.json) spelled as one file name that
+    reads as it and is its own only, never a path: `/` (ALE's `ALE/Breakout-v5`) becomes `+`;
+    `+`, `%` and any other character a file name should not hold become `%XX` (UTF-8), as a
+    leading `.` does (no `..`, no hidden file). A long text is cut, with a hash of the whole."""
+    spelled = "".join(
+        c if FILE_NAME_KEPT.fullmatch(c) else "+" if c == "/" else _percent(c) for c in text
+    )
+    if spelled.startswith(".") or not spelled:
+        spelled = "%2E" + spelled[1:] if spelled else "%00"
+    if len(spelled) > FILE_NAME_LIMIT:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        spelled = f"{spelled[: FILE_NAME_LIMIT - 13]}-{digest}"
+    return spelled
+
+
+def _percent(c: str) -> str:
+    return "".join(f"%{b:02X}" for b in c.encode())
 
 
 @dataclasses.dataclass(frozen=True)
