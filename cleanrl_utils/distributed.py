@@ -7,46 +7,138 @@ makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
     dist = Distributed(args)      # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2
     run = Run(args, __file__, dist=dist)  # rank 0 alone writes; the stop agreement; RNGs of all ranks
     ...                           # the checks: one `error:` line on every rank, before connecting
-    dist.connect()                # the process group (gloo or NCCL), with a bounded wait
+    dist.connect(run)             # the process group (NCCL on GPUs, else gloo), a bounded wait;
+                                  # the ranks agree on the arguments, script and run folder
     ...
     loss.backward()
     dist.sum_gradients(agent)     # every minibatch: the ranks' gradients summed
     ...
     games = dist.gather(finished) # every rank's finished games, to rank 0 (None elsewhere)
+    dist.shuffle(b_inds)          # the minibatch permutation: its own generator, alike everywhere
 
 Run alone (no torchrun), the script is a one-process run: world size 1, no process group, and
 every call does what one process needs (nothing, or returns its input).
 
 The update is the single-process update of the global batch. Every rank draws the same
-permutation of the global batch (`np.random` seeded alike) and takes from each minibatch the
-transitions it holds (`local_indices`), so that the ranks' minibatches together are the
-single-process minibatch. Means over a minibatch are sums over each rank's share divided by the
-minibatch's global count (`sum`), so that summing the ranks' gradients gives the gradient of the
-union minibatch's loss.
+permutation of the global batch from a generator of its own (`Shuffle`: seeded alike, part of the
+checkpoint, its digest compared in the stop agreement every iteration) and takes from each
+minibatch the transitions it holds (`local_indices`), so that the ranks' minibatches together are
+the single-process minibatch. Means over a minibatch are sums over each rank's share divided by
+the minibatch's global count (`sum`), so that summing the ranks' gradients gives the gradient of
+the union minibatch's loss.
+
+At the start the ranks compare what must be equal (the arguments that shape the run, the
+script's code, the resume target, the runs folder) in one collective: a difference is one
+`error:` line naming it, on every rank, and exit code 2, before any env is built (`agreement`).
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
-they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting. Every wait
-is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
+they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; rank 0
+records the stop in config.json, and the line names the resume command only when the run has a
+checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default
+600 s).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import errno
+import hashlib
 import os
 import socket
 import sys
 import threading
 import time
+import zlib
+from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import USAGE_ERROR, fail
+from cleanrl_utils.checks import USAGE_ERROR, fail, flag
 from cleanrl_utils.exits import FAILED
+from cleanrl_utils.runs import mark_stopped
 
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
-LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint with --resume auto
+LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
+# arguments a rank may hold differently: each node's own GPUs; the resume target is compared
+# as what `--resume` found, not as the words given
+PER_RANK_ARGS = {"device_ids", "resume"}
+SHOWN_DIFFERENCES = 3  # an error line names at most this many disagreements, then counts them
+
+
+def default_backend(backend: str, device) -> str:
+    """The process group's backend: `--backend` when given, else NCCL on CUDA devices (GPU to
+    GPU, no copy through the host) and gloo on CPUs."""
+    if backend != "auto":
+        return backend
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+class Shuffle:
+    """The minibatch permutations' own generator: NumPy's MT19937 seeded with the run's seed,
+    as `np.random.seed(seed)` seeds the global one (so that run alone, a script draws the
+    permutations of its one-process sibling). No other draw touches it, so the ranks' copies
+    stay equal; `digest` says so cheaply. A checkpoint holds its state."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.RandomState(seed)
+
+    def __call__(self, inds: np.ndarray) -> None:
+        self.rng.shuffle(inds)
+
+    def state_dict(self) -> dict:
+        state = self.rng.get_state(legacy=False)["state"]
+        return {"key": state["key"], "pos": int(state["pos"])}
+
+    def load_state_dict(self, saved: dict) -> None:
+        state = {"key": np.asarray(saved["key"], dtype=np.uint32), "pos": int(saved["pos"])}
+        self.rng.set_state({"bit_generator": "MT19937", "state": state})
+
+    def digest(self) -> int:
+        """A CRC-32 of the generator's state: equal on every rank while their draws are."""
+        state = self.state_dict()
+        return zlib.crc32(state["key"].tobytes() + state["pos"].to_bytes(4, "little"))
+
+
+def run_view(run) -> dict[str, object]:
+    """What the ranks of `run` (a `cleanrl_utils.run.Run`) must hold alike, by the name an error
+    line gives it: the script and its code, every argument that shapes the run, the resume
+    target, the runs folder."""
+    source = Path(run.script_file).read_bytes()
+    view: dict[str, object] = {
+        "the script": f"{run.script}.py (sha256 {hashlib.sha256(source).hexdigest()[:12]})"
+    }
+    for field in dataclasses.fields(run.args):
+        if field.init and field.name not in PER_RANK_ARGS:
+            view[flag(field.name)] = getattr(run.args, field.name)
+    target = "none (a new run)"
+    if run.payload is not None:
+        target = f"{run.name}, iteration {run.payload['iteration']}"
+    view["the resume target"] = target
+    view["the runs folder"] = str(Path(run.runs_dir).resolve())
+    return view
+
+
+def disagreement(views: list[dict[str, object]]) -> str | None:
+    """The line naming what the ranks' `views` (in rank order) differ on, each value with the
+    ranks holding it (`--seed: 1 on rank 0, 7 on rank 1`); None when they agree."""
+    differences = []
+    for name in views[0]:
+        holders: dict[str, list[int]] = {}
+        for rank, view in enumerate(views):
+            holders.setdefault(str(view.get(name, "nothing")), []).append(rank)
+        if len(holders) > 1:
+            said = [
+                f"{value} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+                for value, ranks in holders.items()
+            ]
+            differences.append(f"{name}: {', '.join(said)}")
+    if not differences:
+        return None
+    more = len(differences) - SHOWN_DIFFERENCES
+    shown = "; ".join(differences[:SHOWN_DIFFERENCES]) + (f"; {more} more" if more > 0 else "")
+    return f"the ranks disagree on {shown} (start every rank with the same command and files)"
 
 
 def port_in_use(addr: str, port: str) -> bool:
@@ -75,11 +167,19 @@ class Distributed:
         self.rank = int(env.get("RANK", 0))
         self.local_rank = int(env.get("LOCAL_RANK", 0))
         local_world_size = int(env.get("LOCAL_WORLD_SIZE", self.world_size))
-        self.backend = args.backend
         self.is_main = self.rank == 0
         self.group = None
+        self.run = None  # the run these ranks train (`connect`): a lost rank's stop is recorded
+        self.shuffler = Shuffle(getattr(args, "seed", 0))  # (a resumed run: as checkpointed)
         if args.local_num_envs <= 0:
             fail(f"--local-num-envs must be positive, got {args.local_num_envs}")
+        for name in ("compile", "cudagraphs"):
+            if self.world_size > 1 and getattr(args, name, False):
+                fail(
+                    f"--{name} runs one process only for now ({self.world_size} here): a rank's "
+                    "share of a minibatch changes size every minibatch, which a compiled loss "
+                    "would recompile for; run without it (docs/throughput.md)"
+                )
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if args.backend == "nccl" and gpus == 0:
             fail("--backend nccl needs CUDA GPUs and torch sees none here: use --backend gloo")
@@ -97,12 +197,15 @@ class Distributed:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
+        self.backend = default_backend(args.backend, self.device)
         if self.rank != 0:  # the other ranks' informational lines would repeat rank 0's
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
 
-    def connect(self) -> None:
+    def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
-        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2."""
+        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2. With
+        `run` (a `cleanrl_utils.run.Run`), the ranks then agree on it (`agree`)."""
+        self.run = run
         if self.world_size == 1:
             return
         import torch.distributed as torch_dist
@@ -128,6 +231,23 @@ class Distributed:
             watchdog.cancel()
         self.group = torch_dist.group.WORLD
         self.store = torch_dist.distributed_c10d._get_default_store()
+        if run is not None:
+            self.agree(run)
+
+    def agree(self, run) -> None:
+        """The ranks compare `run_view` of their run in one collective: a difference is one
+        `error:` line naming it on every rank and exit code 2. A new run's folder is named by
+        rank 0's clock (each rank's name holds its own start time)."""
+        import torch.distributed as torch_dist
+
+        views = [None] * self.world_size
+        self._collective(torch_dist.all_gather_object, views, (run_view(run), run.name))
+        problem = disagreement([view for view, _ in views])
+        if problem:
+            fail(problem)
+        if run.payload is None:
+            run.name = views[0][1]
+            run.dir = run.runs_dir / run.name
 
     def _never_joined(self, where: str) -> None:
         print(
@@ -176,12 +296,27 @@ class Distributed:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         names = ", ".join(map(str, lost or [])) or "unknown"
         print(
-            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); the run "
-            "goes on from its newest checkpoint with --resume auto",
+            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); "
+            f"{self._after_loss(names)}",
             file=sys.stderr,
             flush=True,
         )
         os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
+
+    def _after_loss(self, names: str) -> str:
+        """What becomes of the run after a lost rank: rank 0 records the stop in config.json (the
+        report then calls the run stopped, not still running); the way on is its resume command
+        when it has a checkpoint, a new start when it has none."""
+        run = self.run
+        if run is None or getattr(run, "writer", None) is None:
+            return "the run had not started: start it again"
+        if self.is_main:
+            # (the iteration under way may have logged its steps before the loss)
+            logged = run.global_step + getattr(run.args, "batch_size", 0)
+            mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
+        if run.checkpointed is None:
+            return "no checkpoint was written yet: the run must start again"
+        return f"continue from its newest checkpoint with: {run.resume_command()}"
 
     def sum(self, tensor):
         """`tensor` summed over the ranks (a new tensor on every rank)."""
@@ -250,16 +385,30 @@ class Distributed:
     def agreed_stop(self, signum: int | None) -> int | None:
         """The stop agreement, once an iteration on every rank: None when no rank got a stop
         signal, else the signal of the lowest rank that got one, the same on every rank, so
-        that all stop after the same iteration."""
+        that all stop after the same iteration. The same collective compares the digests of the
+        ranks' permutation generators: ranks that drew different minibatches (a rank that
+        shuffled once more) stop with one `error:` line and exit code 1."""
         if self.world_size == 1:
             return signum
         import torch
 
-        got = torch.tensor([0 if signum is None else int(signum)], device=self.device)
-        signals = self.cat(got, dim=0).tolist()
+        mine = [0 if signum is None else int(signum), self.shuffler.digest()]
+        got = torch.tensor([mine], dtype=torch.int64, device=self.device)
+        signals, digests = self.cat(got, dim=0).T.tolist()
+        if len(set(digests)) > 1:
+            said = ", ".join(f"{d:08x} on rank {r}" for r, d in enumerate(digests))
+            fail(
+                f"the ranks' minibatch permutations differ ({said}): their updates no longer "
+                "add up to one; a rank drew from the permutation generator out of step",
+                FAILED,
+            )
         return next((s for s in signals if s), None)
 
     # -- the batch --------------------------------------------------------------------------
+
+    def shuffle(self, inds: np.ndarray) -> None:
+        """Shuffles `inds` in place with the ranks' permutation generator (`Shuffle`)."""
+        self.shuffler(inds)
 
     def local_indices(self, global_inds: np.ndarray, num_envs: int) -> np.ndarray:
         """The transitions of a minibatch of the global batch that this rank holds, as indices

@@ -1,11 +1,15 @@
 """One rank of the update-equality test (tests/test_distributed.py), as a real process:
 `python tests/update_rank.py SCRIPT OUT_FILE` with torchrun's variables (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT) set. For each of CASES it plays its slice of the test's rollout through
-`SCRIPT`'s update over gloo and saves the network's parameters and the stats to OUT_FILE."""
+`SCRIPT`'s update over gloo and saves the network's parameters and the stats to OUT_FILE; then
+the stop agreement's check of the permutation generators, once with the ranks in step and once
+with rank 1 one draw ahead (what the agreement said, or the exit code and line it stopped with)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import sys
 import types
@@ -14,7 +18,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from cleanrl_utils.distributed import Distributed
+from cleanrl_utils.distributed import Distributed, Shuffle
 from cleanrl_utils.scripts import load_script
 
 NUM_ACTIONS = 4
@@ -97,7 +101,7 @@ def main(script_name: str, out_file: str) -> None:
         }
         mine = script.Rollout(**fields)
         advantages, returns = (env_slice(x, rank, world_size) for x in (advantages, returns))
-        np.random.seed(SHUFFLE_SEED)  # every rank alike
+        dist.shuffler = Shuffle(SHUFFLE_SEED)  # every rank alike
         stats = script.update(
             script.ppo_loss, agent, optimizer, args, mine, advantages, returns, dist
         )
@@ -105,6 +109,16 @@ def main(script_name: str, out_file: str) -> None:
             "params": agent.state_dict(),
             "stats": {k: float(v.detach()) for k, v in stats.items()},
         }
+    results["in step"] = dist.agreed_stop(None)
+    if rank == 1:
+        dist.shuffle(np.arange(10))  # one draw the other rank does not make
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            dist.agreed_stop(None)
+        results["skewed"] = (0, "")
+    except SystemExit as exc:
+        results["skewed"] = (exc.code, said.getvalue())
     torch.save(results, out_file)
     dist.close()
 
