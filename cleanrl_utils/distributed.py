@@ -244,10 +244,21 @@ class Distributed:
         self._collective(torch_dist.all_gather_object, views, (run_view(run), run.name))
         problem = disagreement([view for view, _ in views])
         if problem:
-            fail(problem)
+            self._fail_together(problem, USAGE_ERROR)
         if run.payload is None:
             run.name = views[0][1]
             run.dir = run.runs_dir / run.name
+
+    def _fail_together(self, message: str, code: int) -> None:
+        """Every rank found the same problem in the same collective: one `error:` line each, and
+        `code`. The process group is left as it is (a clean exit could abort on a peer that
+        already left); rank 0 first flushes what TensorBoard holds."""
+        writer = getattr(self.run, "writer", None)
+        if writer is not None:
+            writer.flush()
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        os._exit(code)
 
     def _never_joined(self, where: str) -> None:
         print(
@@ -397,7 +408,7 @@ class Distributed:
         signals, digests = self.cat(got, dim=0).T.tolist()
         if len(set(digests)) > 1:
             said = ", ".join(f"{d:08x} on rank {r}" for r, d in enumerate(digests))
-            fail(
+            self._fail_together(
                 f"the ranks' minibatch permutations differ ({said}): their updates no longer "
                 "add up to one; a rank drew from the permutation generator out of step",
                 FAILED,
