@@ -261,10 +261,9 @@ def ppo_loss(agent, args, mb, dist):
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.actions)
     logratio = newlogprob - mb.logprobs
     advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
-    # one all-reduce: the count, sum and sum of squares of the minibatch's valid advantages
-    sums = torch.stack([valids.sum(), (advantages * valids).sum(), (advantages**2 * valids).sum()])
-    valid_count, advantage_sum, square_sum = dist.sum(sums.double())
-    count = valid_count.clamp(min=1.0).float()
+    # one collective: the count, mean and variance of the valid advantages of every rank's share
+    valid_count, adv_mean, adv_var = dist.moments(advantages, valids)
+    count = valid_count.clamp(min=1.0)
     ratio = logratio.exp()
 
     with torch.no_grad():
@@ -273,10 +272,8 @@ def ppo_loss(agent, args, mb, dist):
         approx_kl = masked_mean((ratio - 1) - logratio, valids, count)
         clipfrac = masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), valids, count)
 
-    if args.norm_adv:  # (in float64: the sum of squares less the squared sum loses no digits)
-        mean = advantage_sum / valid_count.clamp(min=1.0)
-        var = (square_sum - mean * advantage_sum).clamp(min=0) / (valid_count - 1).clamp(min=1.0)
-        advantages = (advantages - mean.float()) / (var.sqrt().float() + 1e-8)
+    if args.norm_adv:
+        advantages = (advantages - adv_mean) / (adv_var.sqrt() + 1e-8)
 
     # Policy loss
     pg_loss1 = -advantages * ratio

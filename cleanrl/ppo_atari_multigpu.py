@@ -272,16 +272,9 @@ def ppo_loss(agent, args, mb, dist):
         approx_kl = mean((ratio - 1) - logratio)
         clipfrac = mean(((ratio - 1.0).abs() > args.clip_coef).float())
 
-    if args.norm_adv:  # (the std of a one-sample minibatch is nan: 0 instead)
-        # one all-reduce: the count, sum and sum of squares of the minibatch's advantages (in
-        # float64: the sum of squares less the squared sum loses no digits)
-        sums = torch.stack(
-            [advantages.new_tensor(len(advantages)), advantages.sum(), (advantages**2).sum()]
-        )
-        count, advantage_sum, square_sum = dist.sum(sums.double())
-        adv_mean = advantage_sum / count
-        var = (square_sum - adv_mean * advantage_sum).clamp(min=0) / (count - 1)
-        advantages = (advantages - adv_mean.float()) / (var.sqrt().nan_to_num().float() + 1e-8)
+    if args.norm_adv:  # one collective: the advantages' mean and variance over every rank's share
+        _, adv_mean, adv_var = dist.moments(advantages)  # (the variance of one sample: 0)
+        advantages = (advantages - adv_mean) / (adv_var.sqrt() + 1e-8)
 
     # Policy loss
     pg_loss1 = -advantages * ratio

@@ -76,10 +76,9 @@ def default_backend(backend: str, device) -> str:
 
 
 class Shuffle:
-    """The minibatch permutations' own generator: NumPy's MT19937 seeded with the run's seed,
-    as `np.random.seed(seed)` seeds the global one (so that run alone, a script draws the
-    permutations of its one-process sibling). No other draw touches it, so the ranks' copies
-    stay equal; `digest` says so cheaply. A checkpoint holds its state."""
+    """The minibatch permutations' own generator: MT19937 seeded as `np.random.seed(seed)` (run
+    alone, a script draws its one-process sibling's permutations). No other draw touches it, so
+    the ranks' copies stay equal (`digest`); a checkpoint holds its state."""
 
     def __init__(self, seed: int):
         self.rng = np.random.RandomState(seed)
@@ -338,6 +337,23 @@ class Distributed:
         tensor = tensor.detach().clone()
         self._collective(torch_dist.all_reduce, tensor)
         return tensor
+
+    def moments(self, x, mask=None):
+        """The count, mean and variance (n - 1 in the denominator; 0 for one value) of `x` over
+        every rank's values where `mask` is 1, in one collective: each rank's count, mean and sum
+        of squared deviations (alone: one process's statistics, exactly), combined as Chan et al."""
+        import torch
+
+        n = x.new_tensor(x.numel()) if mask is None else mask.sum()
+        mean = (x if mask is None else x * mask).sum() / n.clamp(min=1.0)
+        deviations = (x - mean) ** 2
+        m2 = (deviations if mask is None else deviations * mask).sum()
+        if self.world_size > 1:
+            counts, means, m2s = self.cat(torch.stack([n, mean, m2])[None], dim=0).unbind(1)
+            n = counts.sum()
+            mean = (counts * means).sum() / n.clamp(min=1.0)
+            m2 = (m2s + counts * (means - mean) ** 2).sum()
+        return n, mean, m2 / (n - 1).clamp(min=1.0)
 
     def sum_values(self, values: dict) -> dict:
         """A dict of scalar tensors, each summed over the ranks (one collective)."""
