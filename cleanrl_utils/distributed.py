@@ -40,31 +40,24 @@ checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIM
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import errno
-import hashlib
 import os
 import socket
 import sys
 import threading
 import time
-import zlib
-from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import USAGE_ERROR, fail, flag
+from cleanrl_utils.checks import USAGE_ERROR, fail
 from cleanrl_utils.exits import FAILED
+from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
 from cleanrl_utils.runs import mark_stopped
 
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
-# arguments a rank may hold differently: each node's own GPUs; the resume target is compared
-# as what `--resume` found, not as the words given
-PER_RANK_ARGS = {"device_ids", "resume"}
-SHOWN_DIFFERENCES = 3  # an error line names at most this many disagreements, then counts them
 
 
 def default_backend(backend: str, device) -> str:
@@ -73,71 +66,6 @@ def default_backend(backend: str, device) -> str:
     if backend != "auto":
         return backend
     return "nccl" if device.type == "cuda" else "gloo"
-
-
-class Shuffle:
-    """The minibatch permutations' own generator: MT19937 seeded as `np.random.seed(seed)` (run
-    alone, a script draws its one-process sibling's permutations). No other draw touches it, so
-    the ranks' copies stay equal (`digest`); a checkpoint holds its state."""
-
-    def __init__(self, seed: int):
-        self.rng = np.random.RandomState(seed)
-
-    def __call__(self, inds: np.ndarray) -> None:
-        self.rng.shuffle(inds)
-
-    def state_dict(self) -> dict:
-        state = self.rng.get_state(legacy=False)["state"]
-        return {"key": state["key"], "pos": int(state["pos"])}
-
-    def load_state_dict(self, saved: dict) -> None:
-        state = {"key": np.asarray(saved["key"], dtype=np.uint32), "pos": int(saved["pos"])}
-        self.rng.set_state({"bit_generator": "MT19937", "state": state})
-
-    def digest(self) -> int:
-        """A CRC-32 of the generator's state: equal on every rank while their draws are."""
-        state = self.state_dict()
-        return zlib.crc32(state["key"].tobytes() + state["pos"].to_bytes(4, "little"))
-
-
-def run_view(run) -> dict[str, object]:
-    """What the ranks of `run` (a `cleanrl_utils.run.Run`) must hold alike, by the name an error
-    line gives it: the script and its code, every argument that shapes the run, the resume
-    target, the runs folder."""
-    source = Path(run.script_file).read_bytes()
-    view: dict[str, object] = {
-        "the script": f"{run.script}.py (sha256 {hashlib.sha256(source).hexdigest()[:12]})"
-    }
-    for field in dataclasses.fields(run.args):
-        if field.init and field.name not in PER_RANK_ARGS:
-            view[flag(field.name)] = getattr(run.args, field.name)
-    target = "none (a new run)"
-    if run.payload is not None:
-        target = f"{run.name}, iteration {run.payload['iteration']}"
-    view["the resume target"] = target
-    view["the runs folder"] = str(Path(run.runs_dir).resolve())
-    return view
-
-
-def disagreement(views: list[dict[str, object]]) -> str | None:
-    """The line naming what the ranks' `views` (in rank order) differ on, each value with the
-    ranks holding it (`--seed: 1 on rank 0, 7 on rank 1`); None when they agree."""
-    differences = []
-    for name in views[0]:
-        holders: dict[str, list[int]] = {}
-        for rank, view in enumerate(views):
-            holders.setdefault(str(view.get(name, "nothing")), []).append(rank)
-        if len(holders) > 1:
-            said = [
-                f"{value} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
-                for value, ranks in holders.items()
-            ]
-            differences.append(f"{name}: {', '.join(said)}")
-    if not differences:
-        return None
-    more = len(differences) - SHOWN_DIFFERENCES
-    shown = "; ".join(differences[:SHOWN_DIFFERENCES]) + (f"; {more} more" if more > 0 else "")
-    return f"the ranks disagree on {shown} (start every rank with the same command and files)"
 
 
 def port_in_use(addr: str, port: str) -> bool:
@@ -205,6 +133,8 @@ class Distributed:
         that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2. With
         `run` (a `cleanrl_utils.run.Run`), the ranks then agree on it (`agree`)."""
         self.run = run
+        if run is not None and run.payload is not None:  # (a checkpoint of before `Shuffle`)
+            adopt_old_shuffle(run.payload, self.rank)
         if self.world_size == 1:
             return
         import torch.distributed as torch_dist

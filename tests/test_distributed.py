@@ -27,7 +27,8 @@ from update_rank import (
 )
 
 from cleanrl_utils.checkpoint import decode_tree, encode_tree
-from cleanrl_utils.distributed import Distributed, Shuffle, default_backend, disagreement
+from cleanrl_utils.distributed import Distributed, default_backend
+from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement
 from cleanrl_utils.scripts import load_script
 
 SIBLINGS = {"ppo_atari_envpool_multigpu": "ppo_atari_envpool", "ppo_atari_multigpu": "ppo_atari"}
@@ -206,3 +207,22 @@ def test_the_permutation_generator_draws_the_global_generators_permutations_and_
     a, b = np.arange(8), np.arange(8)
     shuffle(a), again(b)
     assert (a == b).all()
+
+
+def test_a_checkpoint_of_before_the_permutation_generator_goes_on_with_its_permutations():
+    """Such a checkpoint holds the global NumPy generator's state, which drew the permutations."""
+    np.random.seed(9)
+    np.random.permutation(16)  # the permutations drawn before the checkpoint
+    payload = decode_tree(
+        encode_tree({"state": {}, "ranks_rng": [{}, {"numpy": np.random.get_state()}]})
+    )
+    expected = np.random.permutation(16)  # what the run would have drawn next
+    adopt_old_shuffle(payload, rank=1)
+    shuffle = Shuffle(0)
+    shuffle.load_state_dict(payload["state"]["shuffle"])
+    inds = np.arange(16)
+    shuffle(inds)
+    assert (inds == expected).all()
+    newer = {"state": {"shuffle": Shuffle(4).state_dict()}, "rng": {"numpy": np.random.get_state()}}
+    adopt_old_shuffle(newer, rank=0)  # a checkpoint that has one keeps it
+    assert (newer["state"]["shuffle"]["key"] == Shuffle(4).state_dict()["key"]).all()

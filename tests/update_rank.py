@@ -16,7 +16,8 @@ import gymnasium
 import numpy as np
 import torch
 
-from cleanrl_utils.distributed import Distributed, Shuffle
+from cleanrl_utils.distributed import Distributed
+from cleanrl_utils.ranks import Shuffle
 from cleanrl_utils.scripts import load_script
 
 NUM_ACTIONS = 4
