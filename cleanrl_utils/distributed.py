@@ -251,7 +251,7 @@ class Distributed:
         if run is None or getattr(run, "writer", None) is None:
             return "the run had not started: start it again"
         if self.is_main:
-            # (the iteration under way may have logged its steps before the loss)
+            run.writer.flush()  # (what the iteration under way logged, for the report to read)
             logged = run.global_step + getattr(run.args, "batch_size", 0)
             mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
         if run.checkpointed is None:

@@ -31,6 +31,7 @@ from ports import free_port
 from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+from cleanrl_utils.report.runlogs import load_run
 
 ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
 GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
@@ -366,6 +367,9 @@ def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_re
     assert list_checkpoints(run_dir) == []
     stopped = json.loads((run_dir / "config.json").read_text())["stopped"]
     assert stopped["signal"] == "the loss of rank 1", stopped
+    log = load_run(run_dir, running_minutes=10.0, now=time.time())  # not "still running"
+    assert log.status == "stopped", log.problems
+    assert any("stopped by the loss of rank 1" in note for note in log.problems), log.problems
 
 
 @pytest.mark.slow
