@@ -40,6 +40,7 @@ checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIM
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import errno
 import os
@@ -58,6 +59,10 @@ from cleanrl_utils.runs import mark_stopped
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
+# a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
+STOPPED_KEY = "cleanrl/stopped_before_joining/{}".format(
+    os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+)
 
 
 def default_backend(backend: str, device) -> str:
@@ -127,6 +132,9 @@ class Distributed:
         self.backend = default_backend(args.backend, self.device)
         if self.rank != 0:  # the other ranks' informational lines would repeat rank 0's
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+        self.joined = False
+        if self.world_size > 1:  # (registered after the checks every rank makes alike)
+            atexit.register(self._stopped_before_joining)
 
     def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
@@ -144,10 +152,10 @@ class Distributed:
         hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"  # not torchrun's
         if self.rank == 0 and hosts_store and port_in_use(addr, port):
             fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
-        # whatever the process group waits on (a store that never answers), it waits no longer
-        watchdog = threading.Timer(TIMEOUT_S, self._never_joined, args=(where,))
-        watchdog.daemon = True
-        watchdog.start()
+        # whatever the process group waits on (a store that never answers, a rank that stopped
+        # before joining), it waits no longer
+        joining = threading.Event()
+        threading.Thread(target=self._watch_joining, args=(where, joining), daemon=True).start()
         timeout = datetime.timedelta(seconds=TIMEOUT_S)
         try:
             torch_dist.init_process_group(
@@ -157,7 +165,8 @@ class Distributed:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             fail(f"rank {self.rank}: could not join the other ranks at {where} ({first})")
         finally:
-            watchdog.cancel()
+            joining.set()
+        self.joined = True
         self.group = torch_dist.group.WORLD
         self.store = torch_dist.distributed_c10d._get_default_store()
         if run is not None:
@@ -189,14 +198,47 @@ class Distributed:
         print(f"error: {message}", file=sys.stderr, flush=True)
         os._exit(code)
 
-    def _never_joined(self, where: str) -> None:
-        print(
-            f"error: rank {self.rank}: the {self.world_size} ranks did not all join at {where} "
-            f"within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)",
-            file=sys.stderr,
-            flush=True,
-        )
+    def _client_store(self, timeout_s: float):
+        """A connection to the store the ranks meet at (torchrun's agent's, or rank 0's)."""
+        import torch.distributed as torch_dist
+
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        timeout = datetime.timedelta(seconds=timeout_s)
+        return torch_dist.TCPStore(addr, port, is_master=False, timeout=timeout)
+
+    def _watch_joining(self, where: str, joined: threading.Event) -> None:
+        """While this rank joins: a rank that stopped before joining (bad input on that rank
+        alone, a checkpoint it cannot read) stops this one at once, and `TIMEOUT_S` ends it."""
+        deadline, store = time.time() + TIMEOUT_S, None
+        while not joined.wait(0.5):
+            if time.time() > deadline:
+                self._say_and_exit(
+                    f"the {self.world_size} ranks did not all join at {where} within "
+                    f"{TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)"
+                )
+            try:
+                store = store or self._client_store(1.0)
+                if store.check([STOPPED_KEY]) and not joined.is_set():
+                    stopped = store.get(STOPPED_KEY).decode()
+                    self._say_and_exit(f"rank {stopped} stopped before joining (it says why)")
+            except (RuntimeError, ValueError, OSError):  # (no store yet)
+                store = None
+
+    def _say_and_exit(self, why: str) -> None:
+        print(f"error: rank {self.rank}: {why}", file=sys.stderr, flush=True)
         os._exit(USAGE_ERROR)
+
+    def _stopped_before_joining(self) -> None:
+        """At the exit of a rank that never joined the others: it says so in the store, so that
+        they stop at once instead of waiting for it (`_watch_joining`). torchrun's agent always
+        holds the store; without torchrun, rank 0 holds it once it is joining: a short wait."""
+        if self.joined:
+            return
+        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        try:
+            self._client_store(10.0 if agent else 3.0).set(STOPPED_KEY, str(self.rank))
+        except (RuntimeError, ValueError, OSError, KeyError):
+            pass
 
     def close(self) -> None:
         if self.group is not None:

@@ -402,7 +402,9 @@ def test_two_loopback_nodes_that_disagree_stop_before_any_env_with_one_line_and_
 @pytest.mark.slow
 def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp_path):
     """--resume auto: rank 0 finds the run, rank 1 (another folder: another node's view) does
-    not and would start a new one; both stop at once, naming the difference."""
+    not and would start a new one; both stop at once, naming the difference. --resume RUN: rank
+    1 cannot read it and stops before joining; the other node's rank stops at once too (it
+    used to wait for it until the process group's timeout)."""
     straight_cwd, proc = runs["two"]
     assert proc.returncode == 0, describe(proc)
     (straight,) = run_dirs(straight_cwd)
@@ -424,6 +426,22 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
         assert line.startswith("error: the ranks disagree on the resume target: "), line
         assert f"{straight.name}, iteration 2 on rank 0, none (a new run) on rank 1" in line
     assert list(blind.iterdir()) == []
+
+    nodes = [
+        "--nnodes=2",
+        "--nproc_per_node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--rdzv-id=blind",
+    ]
+    explicit = ["--resume", f"runs/{straight.name}"]
+    procs = [start(ours(ENVPOOL, explicit, nodes), cwd) for cwd in (sees, blind)]
+    started = time.time()
+    done = [finish_script(p, timeout=120) for p in procs]
+    assert time.time() - started < 60
+    assert [node.returncode for node in done] == [2, 2], describe(done[0]) + describe(done[1])
+    assert "no such run folder" in last_line(done[1]), describe(done[1])
+    assert last_line(done[0]).endswith("stopped before joining (it says why)"), describe(done[0])
 
 
 @pytest.mark.slow
