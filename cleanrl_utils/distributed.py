@@ -24,12 +24,14 @@ permutation of the global batch from a generator of its own (`Shuffle`: seeded a
 checkpoint, its digest compared in the stop agreement every iteration) and takes from each
 minibatch the transitions it holds (`local_indices`), so that the ranks' minibatches together are
 the single-process minibatch. Means over a minibatch are sums over each rank's share divided by
-the minibatch's global count (`sum`), so that summing the ranks' gradients gives the gradient of
-the union minibatch's loss.
+the minibatch's global count (`sum`; the advantages' statistics: `moments`), so that summing the
+ranks' gradients gives the gradient of the union minibatch's loss.
 
 At the start the ranks compare what must be equal (the arguments that shape the run, the
 script's code, the resume target, the runs folder) in one collective: a difference is one
-`error:` line naming it, on every rank, and exit code 2, before any env is built (`agreement`).
+`error:` line naming it, on every rank, and exit code 2, before any env is built (`agree`,
+`cleanrl_utils.ranks`). A rank that stops before joining (bad input on it alone) says so in the
+store the ranks meet at, and the others stop at once.
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
 they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; rank 0
