@@ -156,8 +156,11 @@ class Distributed:
             fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
         # whatever the process group waits on (a store that never answers, a rank that stopped
         # before joining), it waits no longer
+        watchdog = threading.Timer(TIMEOUT_S, self._say_and_exit, args=(self._late(where),))
+        watchdog.daemon = True
+        watchdog.start()
         joining = threading.Event()
-        threading.Thread(target=self._watch_joining, args=(where, joining), daemon=True).start()
+        threading.Thread(target=self._watch_joining, args=(joining,), daemon=True).start()
         timeout = datetime.timedelta(seconds=TIMEOUT_S)
         try:
             torch_dist.init_process_group(
@@ -168,6 +171,7 @@ class Distributed:
             fail(f"rank {self.rank}: could not join the other ranks at {where} ({first})")
         finally:
             joining.set()
+            watchdog.cancel()
         self.joined = True
         self.group = torch_dist.group.WORLD
         self.store = torch_dist.distributed_c10d._get_default_store()
@@ -208,16 +212,18 @@ class Distributed:
         timeout = datetime.timedelta(seconds=timeout_s)
         return torch_dist.TCPStore(addr, port, is_master=False, timeout=timeout)
 
-    def _watch_joining(self, where: str, joined: threading.Event) -> None:
+    def _late(self, where: str) -> str:
+        return (
+            f"the {self.world_size} ranks did not all join at {where} within {TIMEOUT_S:.0f} s "
+            "(CLEANRL_DIST_TIMEOUT_S)"
+        )
+
+    def _watch_joining(self, joined: threading.Event) -> None:
         """While this rank joins: a rank that stopped before joining (bad input on that rank
-        alone, a checkpoint it cannot read) stops this one at once, and `TIMEOUT_S` ends it."""
-        deadline, store = time.time() + TIMEOUT_S, None
+        alone, a checkpoint it cannot read) stops this one at once. (A store that never answers
+        holds this thread, not the watchdog of `TIMEOUT_S`.)"""
+        store = None
         while not joined.wait(0.5):
-            if time.time() > deadline:
-                self._say_and_exit(
-                    f"the {self.world_size} ranks did not all join at {where} within "
-                    f"{TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)"
-                )
             try:
                 store = store or self._client_store(1.0)
                 if store.check([STOPPED_KEY]) and not joined.is_set():
@@ -234,13 +240,22 @@ class Distributed:
         """At the exit of a rank that never joined the others: it says so in the store, so that
         they stop at once instead of waiting for it (`_watch_joining`). torchrun's agent always
         holds the store; without torchrun, rank 0 holds it once it is joining: a short wait."""
-        if self.joined:
-            return
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        try:
-            self._client_store(10.0 if agent else 3.0).set(STOPPED_KEY, str(self.rank))
-        except (RuntimeError, ValueError, OSError, KeyError):
-            pass
+        if self.joined or not (agent or self.rank != 0):  # (rank 0 would host it: nobody does)
+            return
+        wait_s = 10.0 if agent else 3.0
+
+        def tell() -> None:
+            try:
+                self._client_store(wait_s).set(STOPPED_KEY, str(self.rank))
+            except (RuntimeError, ValueError, OSError, KeyError):
+                pass
+
+        # (in a thread: whatever listens on the port, and whether it answers, this exit waits
+        # no longer than that)
+        teller = threading.Thread(target=tell, daemon=True)
+        teller.start()
+        teller.join(wait_s + 1.0)
 
     def close(self) -> None:
         if self.group is not None:
