@@ -20,6 +20,8 @@ Plain torchrun exits 1 whatever its processes' codes and prints a traceback of i
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import signal
@@ -27,7 +29,7 @@ import socket
 import sys
 import threading
 
-from cleanrl_utils.exits import CHECKPOINT_EXIT, FAILED, INTERRUPTED
+from cleanrl_utils.exits import CHECKPOINT_EXIT, FAILED, INTERRUPTED, stops_on_ctrl_c
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 SHUTDOWN_S = 120  # for the ranks to finish their iteration and checkpoint (SLURM: USR1@120)
@@ -124,6 +126,7 @@ def exit_codes_on_close() -> dict[int, int]:
     return codes
 
 
+@stops_on_ctrl_c  # (Ctrl-C before torchrun handles it: one line, 130)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("PET_SIGNALS_TO_HANDLE", SIGNALS)
@@ -140,7 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     closed = exit_codes_on_close()
     line, code = None, 0
     try:
-        run(parse_args(argv))
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                launch = parse_args(argv)
+        except SystemExit as exc:  # torchrun's own flags: argparse's usage, said in one line
+            if exc.code not in (0, None):
+                reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")
+                line = f"error: torchrun: {reason[2] or 'bad flags'} (see --help)"
+            raise
+        run(launch)
     except ChildFailedError as exc:
         codes = {rank: failure.exitcode for rank, failure in exc.failures.items()}
         first = exc.get_first_failure()[0]
@@ -148,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     except (SignalException, KeyboardInterrupt) as exc:
         signum = getattr(exc, "sigval", signal.SIGINT)
         code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
-        if closed:
-            line, code = summary(closed, None, host), run_code(closed) or code
+        if closed:  # (the ranks' own codes: 130 or 75 when they wrote their checkpoint)
+            line, code = summary(closed, None, host), run_code(closed)
         stopped = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         line = f"{line or f'torchrun on {host}'} (stopped by {stopped})"
-    except SystemExit as exc:  # torchrun's own flags: argparse said why
+    except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else FAILED
     except Exception as exc:  # the rendezvous, a node that never came: torchrun's own failure
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from conftest import describe, run_script
+
 from cleanrl_utils.torchrun import LastWords, run_code, summary
 
 
@@ -59,3 +61,12 @@ def test_the_ranks_last_words_are_held_to_the_end_each_once_and_the_rest_forward
         "error: rank 0: lost rank 1 of 2 (...)",
         "error: rank 1: lost rank 0 of 2 (...)",
     ]
+
+
+def test_a_bad_flag_of_torchrun_itself_is_one_line_and_exit_2(tmp_path):
+    done = run_script(["--nproc-per-node"], tmp_path, module="cleanrl_utils.torchrun")
+    assert done.returncode == 2, describe(done)
+    assert done.stderr.strip().splitlines() == [
+        "error: torchrun: argument --nproc-per-node/--nproc_per_node: expected one argument "
+        "(see --help)"
+    ], describe(done)
