@@ -3,7 +3,10 @@
 The key proof: 2 gloo ranks, real processes, each holding half the envs of a rollout, end a whole
 update (every epoch and minibatch) with the parameters that the single-process sibling script
 reaches on the whole rollout, to float tolerance: once with no gradient clipped and once with every
-minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own).
+minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own). The
+same processes then put a rank's permutation generator one draw out of step: the stop agreement
+catches it. In process: what the ranks compare at the start, the backend's default, `--compile`
+refused with several ranks, the permutation generator and its older checkpoints.
 """
 
 from __future__ import annotations
