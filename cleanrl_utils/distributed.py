@@ -46,6 +46,7 @@ import atexit
 import datetime
 import errno
 import os
+import signal
 import socket
 import sys
 import threading
@@ -243,7 +244,10 @@ class Distributed:
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         if self.joined or not (agent or self.rank != 0):  # (rank 0 would host it: nobody does)
             return
-        wait_s = 10.0 if agent else 3.0
+        # this rank's exit code is its own: torchrun's SIGTERM, once another node's agent has
+        # gone, would make it -15
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        wait_s = 1.0 if agent else 3.0  # (an agent's store is there from the start)
 
         def tell() -> None:
             try:

@@ -167,8 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else FAILED
     except Exception as exc:  # the rendezvous, a node that never came: torchrun's own failure
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         line, code = f"error: torchrun on {host}: {type(exc).__name__}: {first_line}", FAILED
+        if closed:  # (its processes had ended: another node's agent, gone first, took the store)
+            said = f"torchrun then failed: {type(exc).__name__}: {first_line}"
+            line, code = f"{summary(closed, None, host)} ({said})", run_code(closed)
     finally:
         os.dup2(terminal, 2)
     held = words.finish()
