@@ -198,6 +198,7 @@ class Distributed:
         """Every rank found the same problem in the same collective: one `error:` line each, and
         `code`. The process group is left as it is (a clean exit could abort on a peer that
         already left); rank 0 first flushes what TensorBoard holds."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (torchrun's, once another rank ended)
         writer = getattr(self.run, "writer", None)
         if writer is not None:
             writer.flush()
