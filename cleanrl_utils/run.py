@@ -387,7 +387,7 @@ class Run:
         os.kill(os.getpid(), signal.SIGINT)
 
     def resume_command(self) -> str:
-        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
+        launcher = "python" if self.world_size == 1 else "python -m cleanrl_utils.torchrun ..."
         return f"{launcher} {sys.argv[0]} --resume {self.dir}"
 
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:

@@ -606,6 +606,7 @@ def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
         ("torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_envpool_multigpu.py", 2),
         ("/opt/venv/bin/torchrun --nproc-per-node 4 cleanrl/ppo_atari_multigpu.py", 4),
         ("python -m torch.distributed.run --nproc_per_node 3 x.py", 3),
+        ("python -m cleanrl_utils.torchrun --standalone --nproc-per-node=2 x.py", 2),
         ("python x.py --nproc-per-node 3", 1),  # a flag of the script, not of torchrun
     ],
 )

@@ -95,7 +95,8 @@ class Job:
 
     @property
     def processes(self) -> int:
-        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`) with
+        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`; also
+        `python -m cleanrl_utils.torchrun` and `python -m torch.distributed.run`) with
         `--nnodes 1` or none starts N (each counts as a worker of the pool), anything else one."""
         return command_processes(self.command)
 
@@ -112,7 +113,8 @@ def command_processes(command: str) -> int:
         words = shlex.split(command)
     except ValueError:
         return 1
-    if not any(os.path.basename(w) == "torchrun" or w == "torch.distributed.run" for w in words):
+    launchers = ("torch.distributed.run", "cleanrl_utils.torchrun")
+    if not any(os.path.basename(w) == "torchrun" or w in launchers for w in words):
         return 1
     for i, word in enumerate(words):
         name, _, value = word.partition("=")
