@@ -8,6 +8,10 @@ exits with one of these codes or handles Ctrl-C takes them from here.
 - `StopRequest`: Ctrl-C, SIGTERM and SIGHUP set a flag instead, for a loop that must stop what it
   started before it ends (the benchmark launcher's pool and `--slurm-wait`).
 
+- `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
+  handlers over, SIGTERM, SIGUSR1 and Ctrl-C are recorded (`early_stop`), and the run stops at its
+  next safe point.
+
 A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
 (`cleanrl_utils.run`); they end with `CHECKPOINT_EXIT` or `INTERRUPTED`.
 """
@@ -15,6 +19,7 @@ A training run's own stop signals (finish the iteration, write a checkpoint) are
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 
@@ -65,3 +70,35 @@ class StopRequest:
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+_early_stops: list[int] = []  # what `record_stops` received, in order
+
+
+def signal_name(signum: int) -> str:
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def record_stops() -> None:
+    """SIGTERM, SIGUSR1 and Ctrl-C are recorded from now on, not acted on where they land: while
+    a script imports torch, EnvPool and JAX, SIGTERM's default would end it with 143 (which the
+    SLURM templates do not requeue) and a KeyboardInterrupt raised inside JAX's gc callback is
+    swallowed ("Exception ignored in"), so the run trained on. `Run` stops at its next safe point
+    (`early_stop`); a second Ctrl-C stops at once. A signal ignored (SIG_IGN) stays ignored."""
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _record_stop)
+
+
+def _record_stop(signum, frame) -> None:
+    if signum == signal.SIGINT and signal.SIGINT in _early_stops:  # the process ends by it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.write(2, b"received Ctrl-C again: stopping now\n")
+        os.kill(os.getpid(), signal.SIGINT)
+    _early_stops.append(signum)
+
+
+def early_stop() -> int | None:
+    """The first stop signal `record_stops` received, or None."""
+    return _early_stops[0] if _early_stops else None
