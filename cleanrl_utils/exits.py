@@ -9,8 +9,8 @@ exits with one of these codes or handles Ctrl-C takes them from here.
   started before it ends (the benchmark launcher's pool and `--slurm-wait`).
 
 - `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
-  handlers over, SIGTERM, SIGUSR1 and Ctrl-C are recorded (`early_stop`), and the run stops at its
-  next safe point.
+  handlers over, SIGTERM, SIGUSR1 and Ctrl-C end the process at once (before the run exists) or
+  are recorded (`early_stop`) and end it at the run's next safe point.
 
 A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
 (`cleanrl_utils.run`); they end with `CHECKPOINT_EXIT` or `INTERRUPTED`.
@@ -73,7 +73,8 @@ class StopRequest:
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
-_early_stops: list[int] = []  # what `record_stops` received, in order
+_early_stops: list[int] = []  # what `record_stops` received once a run held them, in order
+_held = False  # whether a run holds the stops (`hold_stops`): before, they end the process
 
 
 def signal_name(signum: int) -> str:
@@ -81,17 +82,30 @@ def signal_name(signum: int) -> str:
 
 
 def record_stops() -> None:
-    """SIGTERM, SIGUSR1 and Ctrl-C are recorded from now on, not acted on where they land: while
-    a script imports torch, EnvPool and JAX, SIGTERM's default would end it with 143 (which the
-    SLURM templates do not requeue) and a KeyboardInterrupt raised inside JAX's gc callback is
-    swallowed ("Exception ignored in"), so the run trained on. `Run` stops at its next safe point
+    """SIGTERM, SIGUSR1 and Ctrl-C from now on: while a script imports torch, EnvPool and JAX
+    (nothing is written yet), each ends the process at once from the handler, with one line and
+    exit code 75 (SIGTERM, SIGUSR1: requeued by the SLURM templates, where SIGTERM's default
+    would end it with 143) or 130: a KeyboardInterrupt raised where it lands could be swallowed
+    (JAX's gc callback: "Exception ignored in"), and the run would train on. Once a run holds
+    them (`hold_stops`) they are recorded, and the run stops at its next safe point
     (`early_stop`); a second Ctrl-C stops at once. A signal ignored (SIG_IGN) stays ignored."""
     for signum in STOP_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _record_stop)
 
 
+def hold_stops() -> None:
+    """A run has begun: the stops `record_stops` receives are recorded, no longer acted on."""
+    global _held
+    _held = True
+
+
 def _record_stop(signum, frame) -> None:
+    if not _held:
+        code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
+        line = f"received {signal_name(signum)} before training began: stopping; nothing was "
+        os.write(2, f"{line}written (exit code {code})\n".encode())
+        os._exit(code)
     if signum == signal.SIGINT and signal.SIGINT in _early_stops:  # the process ends by it
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.write(2, b"received Ctrl-C again: stopping now\n")
@@ -100,5 +114,5 @@ def _record_stop(signum, frame) -> None:
 
 
 def early_stop() -> int | None:
-    """The first stop signal `record_stops` received, or None."""
+    """The first stop signal `record_stops` received while a run held them, or None."""
     return _early_stops[0] if _early_stops else None

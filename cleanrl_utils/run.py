@@ -58,7 +58,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.checks import fail, steps_note, value_problem
-from cleanrl_utils.exits import CHECKPOINT_EXIT, STOP_SIGNALS, early_stop, signal_name
+from cleanrl_utils.exits import CHECKPOINT_EXIT, STOP_SIGNALS, hold_stops, signal_name
 from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import (
@@ -112,6 +112,7 @@ class Run:
         on disk. `dist`: a run on many processes (`cleanrl_utils.distributed.Distributed`):
         rank 0 alone writes, the ranks agree on when to stop, and a checkpoint holds every
         rank's RNGs."""
+        hold_stops()  # (a stop since the script's first import ends the run at its next safe point)
         self.args = args
         self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
         self.dist = dist
@@ -153,7 +154,7 @@ class Run:
             from cleanrl_utils.after_training import check_upload
 
             check_upload(args)
-        stop_before_training(self, self.stop_signal or early_stop())
+        stop_before_training(self)
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class Run:
         is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
         writes into it only once `restore` has checked the checkpoint."""
         args = self.args
-        stop_before_training(self, self.stop_signal or early_stop())
+        stop_before_training(self)
         if self.rank != 0:  # rank 0 alone writes
             for signum in STOP_SIGNALS:
                 self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
@@ -263,7 +264,7 @@ class Run:
         training time where they stopped; each is checked against `state` (names, shapes,
         dtypes) before anything changes, in memory or in the run folder. A new run: nothing
         changes. Returns `state`."""
-        stop_before_training(self, self.stop_signal or early_stop())
+        stop_before_training(self)
         self.start_time = time.time()
         if self.payload is not None:
             saved = self.payload["state"]

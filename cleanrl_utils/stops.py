@@ -20,13 +20,14 @@ import os
 import signal
 import sys
 
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, signal_name
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, early_stop, signal_name
 from cleanrl_utils.runs import mark_stopped
 
 
-def stop_before_training(run, signum: int | None) -> None:
-    """Ends the process (`SystemExit`) when `signum` is a stop received before `run` trained,
-    with one line; nothing when `signum` is None or the run is training."""
+def stop_before_training(run) -> None:
+    """Ends the process (`SystemExit`) with one line when a stop came (to `run`'s handlers, or
+    recorded since the run began: `early_stop`) and `run` is not training yet; else nothing."""
+    signum = run.stop_signal or early_stop()
     if signum is None or run.training:
         return
     run.stop_signal, run.stop_requested = signum, True
