@@ -849,3 +849,22 @@ def test_a_budget_that_is_not_a_whole_number_of_batches_says_what_is_trained(tmp
     )
     open_run(tmp_path, num_envs=2, num_steps=128, total_timesteps=4096).finish()
     assert "note:" not in capsys.readouterr().out
+
+
+def test_the_advice_after_a_failed_write_fits_its_cause(tmp_path):
+    import errno
+
+    from cleanrl_utils.faults import kept_after
+
+    newest = [tmp_path / "checkpoint_0000002.ckpt"]
+    advice = {
+        code: kept_after(tmp_path, OSError(code, os.strerror(code)), newest, "RESUME")
+        for code in (errno.ENOSPC, errno.EACCES, errno.EROFS, errno.ENOENT)
+    }
+    assert advice[errno.ENOSPC] == (
+        "the newest checkpoint, checkpoint_0000002.ckpt, is intact: free some space and continue "
+        "with: RESUME"
+    )
+    for code in (errno.EACCES, errno.EROFS):  # (a permission, a file system mounted read-only)
+        assert "intact: make the folder writable (or mount it read-write)" in advice[code]
+    assert advice[errno.ENOENT].startswith("the run folder is gone (deleted, moved or unmounted)")
