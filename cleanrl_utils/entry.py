@@ -5,8 +5,9 @@ replaces `sys.excepthook`). The rest of `cleanrl_utils` changes no global state 
 packages only where they use them.
 
 A script run as a program (not one imported for its definitions, by a test or a tool) also
-records its stop signals from here on (`exits.record_stops`): a SIGTERM or Ctrl-C while it imports
-its libraries stops it with one line and exit code 75 or 130 once its run can say so."""
+handles its stop signals from here on (`exits.record_stops`): a SIGTERM or Ctrl-C while it imports
+its libraries stops it at once with one line and exit code 75 or 130 (nothing is written yet);
+once its run has begun, at the run's next safe point."""
 
 import os
 import sys
