@@ -44,9 +44,8 @@ from cleanrl_utils.runs import atomic_write_bytes
 MAGIC = b"CLEANRL-CHECKPOINT-2\n"
 PICKLE_MAGIC = b"CLEANRL-CHECKPOINT-1\n"  # the older format: a pickle, never read
 CHECKPOINT_GLOB = "checkpoint_*.ckpt"
-# the names a run gives its checkpoints (`checkpoint_path`); others (`checkpoint_best.ckpt`) are
-# a user's, neither resumed from nor deleted
-CHECKPOINT_NAME = re.compile(r"checkpoint_(\d{7,})\.ckpt")
+# the names a run gives its checkpoints; others (`checkpoint_best.ckpt`) are a user's files
+CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.ckpt")
 FORMAT = "cleanrl-checkpoint"
 _LENGTH = struct.Struct("<Q")
 _NUMBER_KINDS = "biufc"  # bool, int, uint, float, complex: what an array read back may hold
@@ -64,23 +63,16 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return Path(run_dir) / f"checkpoint_{iteration:07d}.ckpt"
 
 
-def checkpoint_iteration(path: Path) -> int | None:
-    """The iteration of a checkpoint file the run wrote itself (its name as `checkpoint_path`
-    gives it, a regular file), else None."""
-    match = CHECKPOINT_NAME.fullmatch(Path(path).name)
-    if match is None or checkpoint_path(".", int(match[1])).name != Path(path).name:
-        return None
-    return int(match[1]) if Path(path).is_file() else None  # (a FIFO would hang a read)
-
-
 def list_checkpoints(run_dir: Path) -> list[Path]:
-    """The checkpoints a run wrote in `run_dir`, newest (highest iteration, as a number: from
-    iteration 10,000,000 the names are longer) first; none when the folder cannot be read."""
+    """The checkpoints a run wrote in `run_dir` (named as `checkpoint_path` names them, regular
+    files: reading a FIFO would hang), newest first by iteration (from 10,000,000 the names are
+    longer); none when the folder cannot be read."""
     try:
         paths = list(Path(run_dir).iterdir())
     except OSError:
         return []
-    found = [(it, p) for p in paths if (it := checkpoint_iteration(p)) is not None]
+    found = [(int(m[1]), p) for p in paths if (m := CHECKPOINT_NAME.fullmatch(p.name))]
+    found = [(i, p) for i, p in found if checkpoint_path(run_dir, i) == p and p.is_file()]
     return [p for _, p in sorted(found, reverse=True)]
 
 
