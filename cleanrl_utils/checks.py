@@ -271,6 +271,21 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
         fail(problem)
 
 
+def steps_note(total_timesteps: int, num_envs: int, num_steps: int) -> str | None:
+    """What is trained when `total_timesteps` is not a whole number of batches (the iterations
+    are whole batches: the rest is not trained), or None when it is; `Run.start` says it, once
+    the input is checked."""
+    batch_size = num_envs * num_steps
+    trained = total_timesteps // batch_size * batch_size
+    if trained == total_timesteps:
+        return None
+    return (
+        f"training {trained:,} steps, {trained // batch_size:,} iterations of {batch_size:,}: "
+        f"--total-timesteps {total_timesteps:,} is not a whole number of batches (num_envs * "
+        f"num_steps = {num_envs} * {num_steps})"
+    )
+
+
 def game_of(env_id: str) -> str:
     """`Pong-v5`, `PongNoFrameskip-v4`, `ALE/Pong-v5` -> `pong`: the game, whatever the id style."""
     name = env_id.rpartition("/")[2]

@@ -242,6 +242,7 @@ def run_record(args, run_name: str) -> dict:
         "platform": platform.platform(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
+        "finished": None,  # when the steps after training are done too (`mark_finished`)
     }
     tuner = tuner_trial()
     if tuner is not None:
@@ -256,16 +257,45 @@ def hyperparameter_table(args) -> str:
     return f"|param|value|\n|-|-|\n{rows}"
 
 
-def resumed_record(config_path: Path, record: dict) -> dict:
-    """config.json of a resumed run: the original record, plus one entry per resumption."""
+def read_record(config_path: Path) -> tuple[dict | None, str | None]:
+    """A run's config.json: (the record, None), or (None, why it cannot be used) when it is
+    missing, unreadable, not JSON or JSON of another shape (a list, `null`, `resumes` not a
+    list)."""
     try:
-        original = json.loads(Path(config_path).read_text())
-    except (OSError, ValueError):
+        record = json.loads(Path(config_path).read_text())
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable ({type(exc).__name__})"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    if not isinstance(record.get("resumes", []), list):
+        return None, "its 'resumes' is not a list"
+    return record, None
+
+
+def resumed_record(config_path: Path, record: dict) -> dict:
+    """config.json of a resumed run: the original record, plus one entry per resumption. One
+    that cannot be used (damaged, of another shape) is replaced by `record`, said so; a run
+    folder copied or renamed keeps its record under the folder's name, and starts a W&B run of
+    its own (the original's may still be going on)."""
+    original, problem = read_record(config_path)
+    if original is None:
+        if problem != "missing":
+            print(
+                f"warning: {config_path} is {problem}: written anew from the checkpoint's "
+                "arguments and this command",
+                file=sys.stderr,
+            )
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
     keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
+    if original.get("run_name") != record["run_name"]:
+        resumes[-1]["run_name_was"] = original.get("run_name")
+        original["run_name"] = record["run_name"]
+        original.pop("wandb_id", None)
     return original
 
 
@@ -273,12 +303,25 @@ def mark_stopped(config_path: Path, signal: str, global_step: int) -> None:
     """Records in config.json that the run stopped on a signal, its checkpoint written at
     `global_step`: the report then calls it stopped at once, not still running (a resumption
     rewrites config.json without it)."""
-    try:
-        record = json.loads(Path(config_path).read_text())
-    except (OSError, ValueError):
+    update_record(config_path, stopped={"signal": signal, "global_step": global_step})
+
+
+def mark_finished(config_path: Path, global_step: int) -> None:
+    """Records in config.json that the run is over, the steps after training (model file,
+    evaluation, upload) done: a resume has nothing left to do."""
+    update_record(config_path, finished={"global_step": global_step})
+
+
+def update_record(config_path: Path, **entries: dict) -> None:
+    """Sets `entries` (each with the time added) in config.json; a config.json that cannot be
+    read or written is left as it is (a full disk: the report then tells a stop by the logs'
+    age, as before)."""
+    record, _ = read_record(config_path)
+    if record is None:
         return
-    record["stopped"] = {"signal": signal, "global_step": global_step, "time": time.time()}
+    for key, value in entries.items():
+        record[key] = {**value, "time": time.time()}
     try:
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
-    except OSError:  # (a full disk: the report then tells a stop by the logs' age, as before)
+    except OSError:
         pass

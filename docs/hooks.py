@@ -247,7 +247,7 @@ FLOORS = {
     ],
     "tools": ["evals", "report", "convert", "tuner"],
     "hub": ["huggingface", "enjoy"],
-    "lifecycle": ["resume", "run", "after_training", "faults"],
+    "lifecycle": ["resume", "run", "after_training", "faults", "stops"],
 }  # fmt: skip
 
 
