@@ -19,27 +19,6 @@ from cleanrl_utils.checkpoint import (
 from cleanrl_utils.checks import fail
 from cleanrl_utils.runs import find_runs, read_record, slurm_task
 
-# Arguments that may change between a run and its resumption: they do not change what is learned.
-FREE_ARGS = {
-    "track",
-    "wandb_project_name",
-    "wandb_entity",
-    "capture_video",
-    "save_model",
-    "eval_episodes",
-    "checkpoint_every",
-    "resume",
-    "cuda",
-    "compile",
-    "cudagraphs",
-    "async_envs",
-    "upload_model",
-    "hf_entity",
-    "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
-    "device_ids",
-}
-# Arguments derived from the others once they are reconciled with the checkpoint.
-DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
 # Free arguments that say what the run does besides learning: a resume that does not give them
 # carries the checkpoint's on (the resume command a stopped run prints names only the folder)
 CARRIED_ARGS = {
@@ -53,6 +32,18 @@ CARRIED_ARGS = {
     "upload_model",
     "hf_entity",
 }
+# Arguments that may change between a run and its resumption: they do not change what is learned.
+FREE_ARGS = CARRIED_ARGS | {
+    "resume",
+    "cuda",
+    "compile",
+    "cudagraphs",
+    "async_envs",
+    "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
+    "device_ids",
+}
+# Arguments derived from the others once they are reconciled with the checkpoint.
+DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
 
