@@ -17,8 +17,8 @@ from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
 def check_upload(args) -> None:
     """What `--upload-model` needs (the packages, a token, a valid repository id), checked by
     the scripts before any work: a run must not train for hours and then fail for want of a
-    token."""
-    problem = upload_problem(args)
+    token. Nothing without `--upload-model`."""
+    problem = getattr(args, "upload_model", False) and upload_problem(args)
     if problem:
         fail(problem)
 

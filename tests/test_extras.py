@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, script_env
+from run_testing import entry_point
 
 from cleanrl_utils import extras
 
@@ -136,7 +137,7 @@ def test_capture_video_without_the_video_extra_is_refused_before_any_work(
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # (given back after the test)
     monkeypatch.delitem(sys.modules, "imageio_ffmpeg", raising=False)
     exec(BLOCKER, {})
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         Run(Args(capture_video=True), "ppo_atari_envpool.py", runs_dir=str(tmp_path / "runs"))
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
