@@ -16,7 +16,7 @@ from pathlib import Path
 from cleanrl_utils.benchmark import Job, killed_by, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
+from cleanrl_utils.runs import TUNER_VARIABLE, RunName, file_env_id, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 
 EVENTS_POLL_S = 2.0  # how often a growing event file is read again (when it has grown)
@@ -105,7 +105,7 @@ class TrialRun:
             command += ["--exp-name", self.exp_name]
         tag = {"study": t.study_name, "trial": self.trial.number, "storage": t.storage_text}
         env = {**t.run_env, TUNER_VARIABLE: json.dumps(tag)}
-        log = self.log_dir / f"{run.env_id}__seed{run.seed}.log"
+        log = self.log_dir / f"{file_env_id(run.env_id)}__seed{run.seed}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         self.budget, self.marks_done, self.events_read, self.pruning = None, 0, (), False
         self.start_time = time.time()
