@@ -5,24 +5,22 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+from cleanrl_utils import atari_wrappers
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_ale_vector_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
-import ale_py
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
 from ale_py.vector_env import AtariVectorEnv
 from torch.distributions.categorical import Categorical
-
-gym.register_envs(ale_py)
 
 
 @dataclass
@@ -107,34 +105,17 @@ class Args:
     """the number of iterations: total_timesteps // batch_size"""
 
 
-def make_env(env_id, num_envs, seed, max_episode_steps=108_000, **kwargs):
+def make_env(env_id, num_envs, seed, max_episode_steps=108_000, render_mode=None, **kwargs):
     # ALE's C++ vector env does the DeepMind preprocessing itself: no-op starts, frame skip 4 with
-    # max-pooling, FIRE on reset, 84x84 grayscale, a stack of 4 frames, no sticky actions. Its own
-    # `episodic_life` starts a new game at every lost life: `EpisodicLife` ends only the training
-    # episode there, and keeps the raw score, as EnvPool does.
-    game = gym.spec("ALE/" + env_id.removeprefix("ALE/")).kwargs["game"]  # "breakout"
+    # max-pooling, FIRE on reset, 84x84 grayscale, a stack of 4 frames; no sticky actions. A lost
+    # life ends the training episode (`terminated`) while the game goes on, and rewards are clipped
+    # to their sign; `info["reward"]` keeps the raw score (EnvPool's conventions).
     kwargs |= dict(max_num_frames_per_episode=max_episode_steps * 4, reward_clipping=False)
-    envs = AtariVectorEnv(game, num_envs, repeat_action_probability=0.0, **kwargs)
+    kwargs |= dict(repeat_action_probability=0.0)
+    make = partial(AtariVectorEnv, atari_wrappers.ale_game(env_id), num_envs, **kwargs)
+    envs = make() if render_mode is None else atari_wrappers.VectorRenderTwin(make(), make)
     envs.reset(seed=seed)
-    return EpisodicLife(envs)
-
-
-class EpisodicLife(gym.vector.VectorWrapper):
-    """A lost life ends the training episode (`terminated`) while the game goes on; rewards are
-    clipped to their sign. `info["terminated"]` marks the real game over, `info["reward"]` keeps
-    the raw score: EnvPool's conventions, which the rest of the script reads."""
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.lives = info["lives"]
-        return obs, info
-
-    def step(self, actions):
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        life_lost = info["lives"] < self.lives  # (a new game's lives go up)
-        self.lives = info["lives"]
-        info |= dict(reward=reward, terminated=terminated)
-        return obs, np.sign(reward).astype(np.float32), terminated | life_lost, truncated, info
+    return atari_wrappers.VectorEpisodicLife(envs)
 
 
 class EpisodeStatistics:
