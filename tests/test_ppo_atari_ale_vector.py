@@ -1,0 +1,271 @@
+"""`cleanrl/ppo_atari_ale_vector.py` on ALE's own vector env (ale-py 0.12), real emulators:
+what its episode boundaries give the loss and the score, its videos, and the same games played
+by EnvPool. The run's lifecycle with this script (Ctrl-C, `--resume auto`, save, evaluate,
+`enjoy`) is the end-to-end test at the bottom.
+
+What ALE's vector env does, asserted below (`AtariVectorEnv(game, n, episodic_life=False,
+reward_clipping=False, repeat_action_probability=0)`, next-step autoreset), and what the
+script's `atari_wrappers.VectorEpisodicLife` makes of it:
+
+- a lost life: `lives` one lower, no flag from ALE; the wrapper says `terminated` (the training
+  episode ends), and the next step plays the agent's action (no reset step, no FIRE pressed);
+- a game over: ALE's `terminated`; the wrapper's `info["terminated"]`; the next step is a reset
+  step (action ignored, reward 0, a new game with full lives);
+- the time limit: `truncated` after `max_episode_steps * 4` frames of play, the step the
+  EnvPool script truncates at; the next step is a reset step;
+- the reward: ALE's raw score in `info["reward"]`, its sign as the reward.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+
+import cv2
+import envpool
+import numpy as np
+import torch
+
+from cleanrl_utils.evals import evaluate
+from cleanrl_utils.scripts import load_script
+
+script = load_script("ppo_atari_ale_vector")
+envpool_script = load_script("ppo_atari_envpool")
+
+
+class RawSteps:
+    """Stands between ALE's vector env and the script's wrapper and keeps what ALE returned:
+    the raw rewards, flags and lives of every step, and those of the reset."""
+
+    def __init__(self, envs):
+        self.inner, self.steps = envs.env, []
+        envs.env = self  # (VectorEpisodicLife steps this instead of ALE's env)
+
+    def reset(self, **kwargs):
+        obs, info = self.inner.reset(**kwargs)
+        self.reset_lives = info["lives"].copy()
+        return obs, info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.inner.step(actions)
+        self.steps.append(
+            (reward.copy(), terminated.copy(), truncated.copy(), info["lives"].copy())
+        )
+        return obs, reward, terminated, truncated, info
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def random_policy(num_actions, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+
+    def policy(obs):
+        action = torch.randint(num_actions, (obs.shape[0],), generator=generator)
+        return action, torch.zeros(obs.shape[0]), None, torch.zeros(obs.shape[0], 1)
+
+    return policy
+
+
+def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole_game():
+    """SpaceInvaders (an invader is worth 5 to 30 points, 3 lives), 2 envs x 800 steps with a
+    time limit of 400 steps: lost lives, game overs and truncations all happen. The rollout the
+    loss reads holds sign(raw reward), `terminated` at every lost life and game over (never at
+    a truncation without one), `truncated` at the time limit, and `valids` false on exactly the
+    reset steps (after a game over or a truncation; the step after a lost life is played). Each
+    logged game is the raw sum over all its lives, counted over the steps that reached it."""
+    num_envs, num_steps = 2, 800
+    envs = script.make_env("SpaceInvaders-v5", num_envs, 1, max_episode_steps=400)
+    raw = RawSteps(envs)
+    args = types.SimpleNamespace(num_envs=num_envs, num_steps=num_steps)
+    rollout = script.Rollout.zeros(args, envs.single_observation_space.shape, "cpu")
+    next_obs = torch.from_numpy(envs.reset()[0])
+    lives_before = raw.reset_lives
+    next_valid = np.ones(num_envs, dtype=bool)
+    stats = script.EpisodeStatistics(num_envs)
+    policy = random_policy(envs.single_action_space.n)
+    _, _, finished = script.collect_rollout(policy, envs, rollout, next_obs, next_valid, stats)
+    envs.close()
+
+    reward, game_over, truncated, lives = (np.stack(x) for x in zip(*raw.steps))
+    lost_life = lives < np.concatenate([lives_before[None], lives[:-1]])
+    assert np.array_equal(rollout.rewards.numpy(), np.sign(reward))
+    assert np.array_equal(rollout.terminations.numpy().astype(bool), game_over | lost_life)
+    assert np.array_equal(rollout.truncations.numpy().astype(bool), truncated)
+    reset_step = np.concatenate([np.zeros((1, num_envs), bool), (game_over | truncated)[:-1]])
+    assert np.array_equal(rollout.valids.numpy().astype(bool), ~reset_step)
+    assert (reward[reset_step] == 0).all()
+    after_lost_life = np.concatenate([np.zeros((1, num_envs), bool), (lost_life & ~game_over)[:-1]])
+    assert after_lost_life.any() and rollout.valids.numpy()[after_lost_life].all()
+    assert (truncated & ~lost_life).any() and not rollout.terminations.numpy()[truncated].any()
+
+    # each game: the raw rewards of all its lives, the steps that reached it
+    expected, later_lives_scored = [], False
+    for i in range(num_envs):
+        score = length = first_life = 0
+        lives_lost = 0
+        for t in range(num_steps):
+            score, length = score + reward[t, i], length + (not reset_step[t, i])
+            first_life += reward[t, i] if lives_lost == 0 else 0
+            lives_lost += lost_life[t, i]
+            if game_over[t, i] or truncated[t, i]:
+                expected.append((t, float(score), length))
+                later_lives_scored |= score > first_life
+                score = length = first_life = lives_lost = 0
+    assert sorted(finished) == sorted(expected)
+    assert later_lives_scored  # a game's score counts the lives after the first
+    assert (reward > 1).any()  # the raw score, not the clipped one
+
+
+def test_a_truncation_at_the_time_limit_bootstraps():
+    """GAE from the rollout of a truncated game: the truncated step's target bootstraps from
+    the value of its last observation (stored as the next step's), a lost life's does not."""
+    rewards = torch.tensor([[1.0], [0.0], [0.0], [0.0]])
+    values = torch.tensor([[0.5], [2.0], [3.0], [4.0]])
+    zeros = torch.zeros(4, 1)
+    truncated = torch.tensor([[0.0], [1.0], [0.0], [0.0]])
+    rollout = types.SimpleNamespace(
+        rewards=rewards, values=values, terminations=zeros, truncations=truncated
+    )
+    advantages, _ = script.compute_advantages(rollout, torch.tensor([5.0]), 0.99, 0.95)
+    assert advantages[1, 0] == torch.tensor(0.99 * 3.0 - 2.0)  # bootstrapped, then cut
+    terminated = types.SimpleNamespace(**vars(rollout) | dict(terminations=truncated))
+    advantages, _ = script.compute_advantages(terminated, torch.tensor([5.0]), 0.99, 0.95)
+    assert advantages[1, 0] == torch.tensor(-2.0)
+
+
+def test_videos_show_the_games_the_agent_plays_in_full_colour():
+    """ALE's vector env has no `render()`: with `render_mode="rgb_array"` (what the evaluator
+    passes) a full-colour twin steps in lockstep. Its frames are 210x160 RGB, the same game as
+    the agent's observations (grey and resized: within half a grey level on average; the
+    observation max-pools two frames), and the
+    twin changes nothing of what the agent sees: the same observations, rewards and lives as
+    an env without it, over whole games (resets included)."""
+    plain = script.make_env("Breakout-v5", 1, 5, max_episode_steps=300)
+    shown = script.make_env("Breakout-v5", 1, 5, max_episode_steps=300, render_mode="rgb_array")
+    obs_a, obs_b = plain.reset()[0], shown.reset()[0]
+    rng = np.random.default_rng(0)
+    games = 0
+    for _ in range(700):
+        assert np.array_equal(obs_a, obs_b)
+        screen = shown.render()
+        assert screen.shape == (1, 210, 160, 3) and screen.dtype == np.uint8
+        assert (screen[0, ..., 0] != screen[0, ..., 2]).any()  # colour, not grey
+        grey = cv2.cvtColor(screen[0], cv2.COLOR_RGB2GRAY)
+        grey = cv2.resize(grey, (84, 84), interpolation=cv2.INTER_AREA)
+        assert np.abs(grey.astype(int) - obs_b[0, -1]).mean() < 0.5  # (measured: at most 0.36)
+        action = rng.integers(0, 4, 1)
+        a, b = plain.step(action), shown.step(action)
+        obs_a, obs_b = a[0], b[0]
+        for x, y in zip(a[1:4], b[1:4]):
+            assert np.array_equal(x, y)
+        assert np.array_equal(a[4]["lives"], b[4]["lives"])
+        games += int(b[4]["terminated"][0] or b[3][0])
+    assert games >= 2
+    plain.close()
+    shown.close()
+
+
+def test_the_evaluator_counts_the_steps_after_a_lost_life(capsys):
+    """After a lost life the game goes on and the agent's action is played: the evaluator's
+    game length counts those steps (one game from the start: every step it took)."""
+    calls = []
+
+    class RandomAgent:
+        def get_action_and_value(self, obs):
+            calls.append(1)
+            return (torch.randint(4, (obs.shape[0],)),)
+
+    scores = evaluate(
+        RandomAgent(), script.make_env, script.EpisodeStatistics, "Breakout-v5", eval_episodes=1
+    )
+    (length,) = map(int, re.findall(r"episodic_length=(\d+)", capsys.readouterr().out))
+    assert len(scores) == 1 and length == len(calls) > 100
+
+
+def test_envpool_and_ale_play_the_same_game():
+    """Breakout, 2 envs, 1,500 random actions, the same in both, with a time limit of 150
+    steps: EnvPool (`noop_max=1`: no no-ops, then FIRE for one frame) and ALE's vector env
+    (`noop_max=0`), both without sticky actions, episodic life or reward clipping. Rewards,
+    flags and lives are equal at every step (game overs and truncations included: ALE's limit
+    of 600 frames is EnvPool's of 150 steps); so is the newest frame, but on the step that
+    ends a game (the last life lost, or the time limit), where up to 1% of the pixels differ,
+    around the ball and the paddle: the two max-pool the frames of a step cut short
+    differently. A new game's frame stack: EnvPool repeats its first frame, ALE pads it with
+    black frames."""
+    num_envs, steps = 2, 1500
+    ep = envpool.make_gym(
+        "Breakout-v5",
+        num_envs=num_envs,
+        seed=0,
+        noop_max=1,
+        episodic_life=False,
+        reward_clip=False,
+        repeat_action_probability=0.0,
+        max_episode_steps=150,
+    )
+    ale = script.AtariVectorEnv(
+        "breakout",
+        num_envs,
+        noop_max=0,
+        reward_clipping=False,
+        repeat_action_probability=0.0,
+        max_num_frames_per_episode=150 * 4,
+    )
+
+    def check_new_games(obs_e, obs_a, new_game):
+        for i in np.flatnonzero(new_game):
+            assert np.array_equal(obs_e[i, -1], obs_a[i, -1])
+            assert all(np.array_equal(obs_e[i, k], obs_e[i, -1]) for k in range(3))
+            assert not obs_a[i, :3].any()
+
+    check_new_games(ep.reset()[0], ale.reset(seed=0)[0], np.ones(num_envs, bool))
+    new_game = np.zeros(num_envs, bool)  # (next step: a reset step, a new game's first frame)
+    rng = np.random.default_rng(0)
+    counts = dict(game_over=0, truncated=0)
+    for _ in range(steps):
+        action = rng.integers(0, 4, num_envs)
+        obs_e, r_e, term_e, trunc_e, info_e = ep.step(action)
+        obs_a, r_a, term_a, trunc_a, info_a = ale.step(action)
+        check_new_games(obs_e, obs_a, new_game)
+        assert np.array_equal(r_e, r_a) and np.array_equal(info_e["lives"], info_a["lives"])
+        assert np.array_equal(term_e, term_a) and np.array_equal(trunc_e, trunc_a)
+        for i in range(num_envs):
+            differ = (obs_e[i, -1] != obs_a[i, -1]).mean()
+            if term_e[i] or trunc_e[i]:
+                assert differ <= 0.01  # (measured: at most 63 of 7,056 pixels, 0.9%)
+            else:
+                assert differ == 0
+        counts["game_over"] += term_e.sum()
+        counts["truncated"] += trunc_e.sum()
+        new_game = term_e | trunc_e
+    assert counts["game_over"] >= 4 and counts["truncated"] >= 4, counts
+    ep.close()
+    ale.close()
+
+
+def test_after_a_lost_life_envpool_presses_fire_and_ale_plays_the_agents_action():
+    """The scripts' own envs (no-ops made equal): the same game until the first lost life;
+    then EnvPool's next step is a reset step (the action ignored, one frame of FIRE, reward 0,
+    `elapsed_step` unchanged), where ALE plays the agent's action for 4 frames."""
+    ep = envpool_script.make_env("Breakout-v5", 1, 3, noop_max=1)
+    ale = script.make_env("Breakout-v5", 1, 3, noop_max=0)
+    obs_e, obs_a = ep.reset()[0], ale.reset()[0]
+    assert np.array_equal(obs_e[0, -1], obs_a[0, -1])
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        action = rng.integers(0, 4, 1)
+        obs_e, r_e, term_e, _, info_e = ep.step(action)
+        obs_a, r_a, term_a, _, info_a = ale.step(action)
+        assert np.array_equal(obs_e[0, -1], obs_a[0, -1]) and r_e == r_a and term_e == term_a
+        if term_e[0]:
+            break
+    assert term_e[0] and info_e["lives"][0] == info_a["lives"][0] == 4  # the first lost life
+    frame, elapsed = info_a["episode_frame_number"][0], info_e["elapsed_step"][0]
+    obs_e, r_e, term_e, _, info_e = ep.step(np.array([3]))  # LEFT: ignored by EnvPool
+    obs_a, r_a, term_a, _, info_a = ale.step(np.array([3]))
+    assert info_e["elapsed_step"][0] == elapsed and info_a["episode_frame_number"][0] == frame + 4
+    assert r_e[0] == 0 and not term_e[0] and not term_a[0]
+    assert not np.array_equal(obs_e[0, -1], obs_a[0, -1])
+    ep.close()
+    ale.close()
