@@ -48,6 +48,7 @@ def run_without(tmp_path: Path, missing: str, args: list[str]) -> subprocess.Com
         ("ppo_atari_envpool", "envpool", "envpool"),
         ("ppo_atari_envpool_xla_jax", "flax", "jax"),
         ("ppo_atari_envpool_xla_jax_scan", "envpool", "envpool"),
+        ("ppo_atari_ale_vector", "ale_py", "atari"),
     ],
 )
 def test_a_script_without_its_extra_says_what_to_install_even_for_help(
