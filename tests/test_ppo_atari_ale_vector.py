@@ -18,19 +18,36 @@ script's `atari_wrappers.VectorEpisodicLife` makes of it:
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import time
 import types
 
 import cv2
 import envpool
 import numpy as np
+import pytest
 import torch
+from conftest import (
+    REPO_ROOT,
+    describe,
+    finish_script,
+    in_background,
+    read_scalars,
+    run_dirs,
+    run_script,
+    start_script,
+)
 
 from cleanrl_utils.evals import evaluate
+from cleanrl_utils.exits import INTERRUPTED
 from cleanrl_utils.scripts import load_script
 
 script = load_script("ppo_atari_ale_vector")
 envpool_script = load_script("ppo_atari_envpool")
+SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari_ale_vector.py"
 
 
 class RawSteps:
@@ -269,3 +286,74 @@ def test_after_a_lost_life_envpool_presses_fire_and_ale_plays_the_agents_action(
     assert not np.array_equal(obs_e[0, -1], obs_a[0, -1])
     ep.close()
     ale.close()
+
+
+@pytest.mark.slow
+@in_background  # four process starts in a row, mostly waiting
+def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
+    """The lifecycle with ALE's spelling of the id, `ALE/Breakout-v5` (the run folder is
+    `ALE-Breakout-v5__...`): Ctrl-C after the first iteration (exit code 130, a checkpoint);
+    `--resume auto` finds the run by the id as given and finishes it, tracked with W&B
+    (offline), saves the model, plays an evaluation game and records it in full colour; the
+    evaluator (given the run folder) and `enjoy` (given the model file) play it again."""
+    tiny = [
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "1",
+        "--update-epochs",
+        "1",
+    ]
+    flags = ["--env-id", "ALE/Breakout-v5", *tiny, "--total-timesteps", str(32 * 40)]
+    proc = start_script([*flags, "--checkpoint-every", "0"], tmp_path, script=SCRIPT)
+    deadline = time.time() + 300
+    while b"step " not in os.pread(proc.output_files[1].fileno(), 1 << 16, 0):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, "no iteration done after 300 s"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stopped = finish_script(proc, timeout=120)
+    assert stopped.returncode == INTERRUPTED, describe(stopped)
+    (run_dir,) = run_dirs(tmp_path)
+    assert re.fullmatch(r"ALE-Breakout-v5__ppo_atari_ale_vector__1__\d+", run_dir.name)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["args"]["env_id"] == "ALE/Breakout-v5"
+    assert list(run_dir.glob("checkpoint_*.ckpt")) and not (tmp_path / "videos").exists()
+
+    # (what happens after training is chosen anew by the resuming command)
+    after = ["--save-model", "--capture-video", "--eval-episodes", "1", "--track"]
+    resume = ["--resume", "auto", "--env-id", "ALE/Breakout-v5", *after]
+    resumed = run_script(resume, tmp_path, script=SCRIPT)
+    assert resumed.returncode == 0, describe(resumed)
+    assert f"--resume auto: the newest unfinished run is {run_dir.name}" in resumed.stderr
+    assert run_dirs(tmp_path) == [run_dir]
+    steps = [step for step, _ in read_scalars(run_dir, files=None)["losses/value_loss"]]
+    assert steps[-1] == 32 * 40
+    assert len(read_scalars(run_dir, files=None)["eval/episodic_return"]) == 1
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+    import imageio
+
+    video = tmp_path / "videos" / run_dir.name / "eval-episode-0.mp4"
+    reader = imageio.get_reader(video, format="ffmpeg")
+    try:
+        shapes, colour = set(), False
+        for n, frame in enumerate(reader, 1):
+            shapes.add(frame.shape)
+            colour |= np.abs(frame[..., 0].astype(int) - frame[..., 2]).max() > 50
+    finally:
+        reader.close()
+    assert n > 100 and shapes == {(210, 160, 3)} and colour
+
+    folder = f"runs/{run_dir.name}"
+    for module, model in [
+        ("cleanrl_utils.evals", folder),
+        ("cleanrl_utils.enjoy", f"{folder}/ppo_atari_ale_vector.cleanrl_model"),
+    ]:
+        args = ["--model-path", model, "--eval-episodes", "1"]
+        played = run_script(args, tmp_path, module=module)
+        assert played.returncode == 0, describe(played)
+        assert "ppo_atari_ale_vector on ALE/Breakout-v5" in played.stdout
+        assert re.search(r"^eval_episode=0, episodic_return=\d", played.stdout, re.M)
