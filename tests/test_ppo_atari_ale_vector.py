@@ -295,7 +295,8 @@ def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
     `ALE-Breakout-v5__...`): Ctrl-C after the first iteration (exit code 130, a checkpoint);
     `--resume auto` finds the run by the id as given and finishes it, tracked with W&B
     (offline), saves the model, plays an evaluation game and records it in full colour; the
-    evaluator (given the run folder) and `enjoy` (given the model file) play it again."""
+    evaluator (given the run folder) and `enjoy` (given the model file) play it again; the
+    Hub repository folder of the run is built (`--dry-run` of the push)."""
     tiny = [
         "--num-envs",
         "2",
@@ -357,3 +358,15 @@ def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
         assert played.returncode == 0, describe(played)
         assert "ppo_atari_ale_vector on ALE/Breakout-v5" in played.stdout
         assert re.search(r"^eval_episode=0, episodic_return=\d", played.stdout, re.M)
+
+    # what --upload-model would push (the push itself is the script's no more: test_huggingface)
+    repo = tmp_path / "repo"
+    flags = [folder, "--dry-run", "--output-dir", repo, "--hf-entity", "someone"]
+    built = run_script(flags, tmp_path, module="cleanrl_utils.huggingface")
+    assert built.returncode == 0, describe(built)
+    assert (repo / "replay.mp4").read_bytes() == (
+        repo / "videos" / "eval-episode-0.mp4"
+    ).read_bytes()
+    card = (repo / "README.md").read_text()
+    assert "--hf-repo someone/ALE-Breakout-v5-ppo_atari_ale_vector-seed1" in card
+    assert "ale-py==" in (repo / "requirements.txt").read_text()
