@@ -108,8 +108,8 @@ class Args:
 def make_env(env_id, num_envs, seed, max_episode_steps=108_000, render_mode=None, **kwargs):
     # ALE's C++ vector env does the DeepMind preprocessing itself: no-op starts, frame skip 4 with
     # max-pooling, FIRE on reset, 84x84 grayscale, a stack of 4 frames; no sticky actions. A lost
-    # life ends the training episode (`terminated`) while the game goes on, and rewards are clipped
-    # to their sign; `info["reward"]` keeps the raw score (EnvPool's conventions).
+    # life ends the training episode (`terminated`), the next step presses FIRE, rewards are clipped
+    # to their sign and `info["reward"]` keeps the raw score: EnvPool's conventions.
     kwargs |= dict(max_num_frames_per_episode=max_episode_steps * 4, reward_clipping=False)
     kwargs |= dict(repeat_action_probability=0.0)
     make = partial(AtariVectorEnv, atari_wrappers.ale_game(env_id), num_envs, **kwargs)
@@ -243,7 +243,7 @@ def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
         # TRY NOT TO MODIFY: execute the game and log data.
         next_obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
         acted = next_valid
-        next_valid = ~(info["terminated"] | truncated)  # (after a lost life the game goes on)
+        next_valid = ~(terminated | truncated)
         rollout.rewards[step] = torch.from_numpy(reward)
         rollout.terminations[step] = torch.from_numpy(terminated)
         rollout.truncations[step] = torch.from_numpy(truncated)

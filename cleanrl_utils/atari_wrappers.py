@@ -189,25 +189,32 @@ def ale_game(env_id: str) -> str:
 
 class VectorEpisodicLife(gym.vector.VectorWrapper):
     """For ALE's vector env, whose own `episodic_life` starts a new game at every lost life: a
-    lost life ends the training episode (`terminated`) while the game goes on, and the next
-    step's action is played; rewards are clipped to their sign. `info["terminated"]` marks the
-    real game over and `info["reward"]` keeps the raw score, as EnvPool reports them."""
+    lost life ends the training episode (`terminated`) while the game goes on, and the next step
+    presses FIRE in place of the agent's action (NOOP in games without FIRE), as EnvPool's reset
+    step and `FireReset` do: games such as Breakout wait for FIRE, which a new agent would take
+    long to find. That step, like the one after a game over, is not the agent's. Rewards are
+    clipped to their sign; `info["terminated"]` marks the real game over and `info["reward"]`
+    keeps the raw score, as EnvPool reports them."""
 
-    @property
-    def metadata(self):  # (for the evaluator: the step after a lost life is played)
-        return self.env.metadata | {"lost_life_resets": False}
+    def __init__(self, env):
+        super().__init__(env)
+        action_set = list(env.unwrapped.ale.get_action_set())
+        self.fire = action_set.index(ale_py.Action.FIRE) if ale_py.Action.FIRE in action_set else 0
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.lives = info["lives"]
+        self.life_lost = np.zeros(self.num_envs, dtype=bool)
         return obs, info
 
     def step(self, actions):
+        actions = np.where(self.life_lost, self.fire, actions)
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        life_lost = info["lives"] < self.lives  # (a new game's lives go up)
+        # (a new game's lives go up; a life lost at the time limit is a truncation, as in EnvPool)
+        self.life_lost = (info["lives"] < self.lives) & ~terminated & ~truncated
         self.lives = info["lives"]
         info |= dict(reward=reward, terminated=terminated)
-        return obs, np.sign(reward).astype(np.float32), terminated | life_lost, truncated, info
+        return obs, np.sign(reward).astype(np.float32), terminated | self.life_lost, truncated, info
 
 
 class VectorRenderTwin(gym.vector.VectorWrapper):

@@ -9,11 +9,7 @@ One entry point for the torch scripts in cleanrl/. A script provides:
   `NEXT_STEP`, also assumed when the key is missing), or in the *same* step (`SAME_STEP`).
 - `EpisodeStatistics(num_envs)` with `update(info, truncations, acted)`, which returns the
   (return, length) of each game that ended in this step; `acted[i]` is False where env i ignored
-  this step's action (only ever the step after a done, with next-step autoreset). An env whose
-  `terminated` also marks a lost life after which the game goes on, the next action played
-  (ALE's vector env, `atari_wrappers.VectorEpisodicLife`), says so with
-  `metadata["lost_life_resets"] = False`: its reset steps follow only a game over
-  (`info["terminated"]`) or a truncation.
+  this step's action (only ever the step after a done, with next-step autoreset).
 - `Agent(envs)` with `get_action_and_value(obs)` returning the action first; a recurrent agent
   also has `initial_state(num_envs, device)`, and then `get_action_and_value(obs, state, done)`
   returns the next state last; `done[i]` is 1 where env i's episode ended before this step.
@@ -77,7 +73,7 @@ def evaluate(
 ) -> list[float]:
     """Play `eval_episodes` whole games in one env, sampling actions from the policy.
 
-    The env is built exactly as in training (a lost life ends the training episode; EnvPool then
+    The env is built exactly as in training (a lost life ends the training episode and the env
     presses FIRE), and each game's score is its real, unclipped score over all lives. A recurrent
     agent's state starts at zero and is zeroed where an episode ended, as in training. `seed`
     seeds the env and the action sampling (the caller's torch RNG state is left as it was), so
@@ -100,17 +96,16 @@ def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
     from cleanrl_utils.video import VideoWriter
 
     same_step = envs.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
-    lost_life_resets = envs.metadata.get("lost_life_resets", True)
     recurrent = hasattr(agent, "initial_state")
     state = agent.initial_state(1, device) if recurrent else None
     obs, _ = envs.reset()
-    done = resets = np.zeros(1, dtype=bool)
+    done = np.zeros(1, dtype=bool)
     episodic_returns = []
     video = None
     while len(episodic_returns) < eval_episodes:
         if video_dir is not None and video is None:
             video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
-            if same_step or not resets.any():  # (else the env still shows the last game's end)
+            if same_step or not done.any():  # (else the env still shows the last game's end)
                 video.append(envs.render()[0])
         with torch.no_grad():
             obs = torch.from_numpy(obs).to(device)
@@ -119,10 +114,9 @@ def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
                 action, *_, state = agent.get_action_and_value(obs, state, done_t)
             else:
                 action = agent.get_action_and_value(obs)[0]
-        acted = np.ones(1, dtype=bool) if same_step else ~resets
+        acted = np.ones(1, dtype=bool) if same_step else ~done
         obs, _, terminated, truncated, info = envs.step(action.cpu().numpy())
         done = terminated | truncated
-        resets = done if lost_life_resets else (info["terminated"] | truncated)
         if video is not None and not (same_step and done.any()):
             video.append(envs.render()[0])
         for episodic_return, episodic_length in stats.update(info, truncated, acted):
