@@ -210,9 +210,9 @@ def test_envpool_and_ale_play_the_same_game():
     flags and lives are equal at every step (game overs and truncations included: ALE's limit
     of 600 frames is EnvPool's of 150 steps); so is the newest frame, but on the step that
     ends a game (the last life lost, or the time limit), where up to 1% of the pixels differ,
-    around the ball and the paddle: the two max-pool the frames of a step cut short
-    differently. A new game's frame stack: EnvPool repeats its first frame, ALE pads it with
-    black frames."""
+    around the ball and the paddle (both played the step's 4 frames: they build a game's last
+    observation differently). A new game's frame stack: EnvPool repeats its first frame, ALE
+    pads it with black frames."""
     num_envs, steps = 2, 1500
     ep = envpool.make_gym(
         "Breakout-v5",
