@@ -87,6 +87,20 @@ def random_policy(num_actions, seed=0):
     return policy
 
 
+def test_the_algorithm_is_the_envpool_scripts_line_for_line():
+    """Only the env differs: GAE, the loss, the update, the network and the storage are the
+    EnvPool script's, so its tests of them (test_gae.py, test_ppo_loss.py) hold here too."""
+    import inspect
+
+    for name in ["compute_advantages", "masked_mean", "ppo_loss", "update", "Agent", "Rollout"]:
+        ours, theirs = getattr(script, name), getattr(envpool_script, name)
+        strip = re.compile(r"#.*|(?s:\"\"\".*?\"\"\")")  # comments and docstrings may differ
+        assert strip.sub("", inspect.getsource(ours)) == strip.sub("", inspect.getsource(theirs))
+    assert (
+        script.Args.__dataclass_fields__.keys() == envpool_script.Args.__dataclass_fields__.keys()
+    )
+
+
 def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole_game():
     """SpaceInvaders (an invader is worth 5 to 30 points, 3 lives), 2 envs x 800 steps with a
     time limit of 400 steps: lost lives, game overs and truncations all happen. The rollout the
