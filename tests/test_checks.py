@@ -99,8 +99,8 @@ PARTICULAR = {
     "envpool-not-atari": (ENVPOOL, dict(env_id="CartPole-v1"), ["CartPole-v1", "Atari"]),
     "xla-env-id-typo": (XLA_JAX, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
     "scan-env-id-typo": (XLA_JAX_SCAN, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
-    "ale-vector-not-atari": (ALE_VECTOR, dict(env_id="CartPole-v1"), ["CartPole-v1", "ALE"]),
-    "ale-vector-batch": (ALE_VECTOR, dict(num_minibatches=3), ["--num-minibatches 3"]),
+    "ale_vector-not-atari": (ALE_VECTOR, dict(env_id="CartPole-v1"), ["CartPole-v1", "ALE"]),
+    "ale_vector-batch": (ALE_VECTOR, dict(num_minibatches=3), ["--num-minibatches 3"]),
     # gymnasium scripts: ALE ids without frame skip only, with a hint for the EnvPool id style
     "gymnasium-envpool-id": (
         GYMNASIUM,

@@ -22,6 +22,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import types
 
@@ -38,6 +40,7 @@ from conftest import (
     read_scalars,
     run_dirs,
     run_script,
+    script_env,
     start_script,
 )
 
@@ -82,6 +85,20 @@ def random_policy(num_actions, seed=0):
         return action, torch.zeros(obs.shape[0]), None, torch.zeros(obs.shape[0], 1)
 
     return policy
+
+
+def test_the_algorithm_is_the_envpool_scripts_line_for_line():
+    """Only the env differs: GAE, the loss, the update, the network and the storage are the
+    EnvPool script's, so its tests of them (test_gae.py, test_ppo_loss.py) hold here too."""
+    import inspect
+
+    for name in ["compute_advantages", "masked_mean", "ppo_loss", "update", "Agent", "Rollout"]:
+        ours, theirs = getattr(script, name), getattr(envpool_script, name)
+        strip = re.compile(r"#.*|(?s:\"\"\".*?\"\"\")")  # comments and docstrings may differ
+        assert strip.sub("", inspect.getsource(ours)) == strip.sub("", inspect.getsource(theirs))
+    assert (
+        script.Args.__dataclass_fields__.keys() == envpool_script.Args.__dataclass_fields__.keys()
+    )
 
 
 def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole_game():
@@ -207,9 +224,9 @@ def test_envpool_and_ale_play_the_same_game():
     flags and lives are equal at every step (game overs and truncations included: ALE's limit
     of 600 frames is EnvPool's of 150 steps); so is the newest frame, but on the step that
     ends a game (the last life lost, or the time limit), where up to 1% of the pixels differ,
-    around the ball and the paddle: the two max-pool the frames of a step cut short
-    differently. A new game's frame stack: EnvPool repeats its first frame, ALE pads it with
-    black frames."""
+    around the ball and the paddle (both played the step's 4 frames: they build a game's last
+    observation differently). A new game's frame stack: EnvPool repeats its first frame, ALE
+    pads it with black frames."""
     num_envs, steps = 2, 1500
     ep = envpool.make_gym(
         "Breakout-v5",
@@ -370,3 +387,44 @@ def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
     card = (repo / "README.md").read_text()
     assert "--hf-repo someone/ALE-Breakout-v5-ppo_atari_ale_vector-seed1" in card
     assert "ale-py==" in (repo / "requirements.txt").read_text()
+
+
+@pytest.mark.slow
+@in_background  # pip (mostly from its cache), then three short processes
+def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_evaluates_and_resumes(
+    tmp_path,
+):
+    """The README's install of this script, `pip install -r requirements/requirements-atari.txt
+    -e ".[atari]"`, in a new virtual environment: neither EnvPool nor JAX is there, and the
+    script trains, saves, evaluates, resumes; the evaluator plays the saved model."""
+    venv = tmp_path / "venv"
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # (--no-compile: no bytecode for every installed file, half of pip's CPU time here)
+    pip = [python, "-m", "pip", "install", "-q", "--no-compile"]
+    pip += ["-r", "requirements/requirements-atari.txt"]
+    installed = subprocess.run(
+        [*pip, "-e", ".[atari]"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert installed.returncode == 0, installed.stderr[-4000:]
+    env = script_env(tmp_path, PYTHONPATH="")  # (nothing of the test's environment)
+    absent = "import importlib.util as u; print([m for m in ('envpool', 'jax') if u.find_spec(m)])"
+    found = subprocess.run([python, "-c", absent], env=env, capture_output=True, text=True)
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+    def run(*args, **kw):
+        proc = subprocess.run(
+            [python, *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True, **kw
+        )
+        assert proc.returncode == 0, describe(proc)
+        return proc
+
+    tiny = ["--num-envs", "2", "--num-steps", "8", "--num-minibatches", "1", "--update-epochs", "1"]
+    after = ["--save-model", "--eval-episodes", "1"]
+    run(SCRIPT, *tiny, "--total-timesteps", "32", "--checkpoint-every", "1", *after, timeout=300)
+    (run_dir,) = run_dirs(tmp_path)
+    assert (run_dir / "ppo_atari_ale_vector.cleanrl_model").is_file()
+    resumed = run(SCRIPT, "--resume", run_dir / "checkpoint_0000001.ckpt", *after, timeout=300)
+    assert "resuming " in resumed.stdout and "eval_episode=0" in resumed.stdout
+    played = run("-m", "cleanrl_utils.evals", "--model-path", run_dir, "--eval-episodes", "1")
+    assert "mean episodic_return=" in played.stdout
