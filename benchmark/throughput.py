@@ -326,7 +326,7 @@ def script_command(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT
     path, extra = str(root / "cleanrl" / f"{script}.py"), shlex.split(args.extra_args)
     launcher = [sys.executable, path]
     if script in MULTI_PROCESS:  # the same batch, from nproc processes
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        launcher = [sys.executable, "-m", "cleanrl_utils.torchrun", "--standalone"]
         launcher += [f"--nproc_per_node={args.nproc}", path]
         extra = without_flag(extra, "num-envs")
         extra += ["--local-num-envs", str(sizes.num_envs // args.nproc)]

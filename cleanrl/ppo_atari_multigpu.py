@@ -98,8 +98,8 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
-    backend: Literal["gloo", "nccl"] = "gloo"
-    """the torch.distributed backend: gloo (CPUs, or GPUs slowly), nccl (GPUs)"""
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """the torch.distributed backend: auto (nccl when the processes run on GPUs, else gloo), gloo (CPUs, or GPUs slowly), nccl (GPUs)"""
     device_ids: tuple[int, ...] = ()
     """the GPU of each process on a node, by local rank (default: local rank i takes GPU i)"""
 
@@ -272,10 +272,9 @@ def ppo_loss(agent, args, mb, dist):
         approx_kl = mean((ratio - 1) - logratio)
         clipfrac = mean(((ratio - 1.0).abs() > args.clip_coef).float())
 
-    if args.norm_adv:  # (the std of a one-sample minibatch is nan: 0 instead)
-        adv_mean = dist.sum(advantages.sum()) / args.minibatch_size
-        var = dist.sum(((advantages - adv_mean) ** 2).sum()) / (args.minibatch_size - 1)
-        advantages = (advantages - adv_mean) / (var.sqrt().nan_to_num() + 1e-8)
+    if args.norm_adv:  # one collective: the advantages' mean and variance over every rank's share
+        _, adv_mean, adv_var = dist.moments(advantages)  # (the variance of one sample: 0)
+        advantages = (advantages - adv_mean) / (adv_var.sqrt() + 1e-8)
 
     # Policy loss
     pg_loss1 = -advantages * ratio
@@ -300,13 +299,14 @@ def ppo_loss(agent, args, mb, dist):
 
 def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist):
     """update_epochs passes over the global rollout in shuffled minibatches; returns the last
-    stats. Every rank draws the same permutation (np.random seeded alike) and plays its part of
-    each minibatch: the ranks' parts together are the single-process minibatch."""
+    stats. Every rank draws the same permutation (a generator of its own, seeded alike, checked
+    every iteration) and plays its part of each minibatch: the ranks' parts together are the
+    single-process minibatch."""
     rollout = replace(rollout, advantages=advantages, returns=returns)
     b_inds = np.arange(args.batch_size)
     clipfracs = []
     for epoch in range(args.update_epochs):
-        np.random.shuffle(b_inds)
+        dist.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
             mb_inds = dist.local_indices(b_inds[start : start + args.minibatch_size], args.num_envs)
             loss, stats = ppo_loss(agent, args, rollout.minibatch(mb_inds), dist)
@@ -332,13 +332,13 @@ if __name__ == "__main__":
     args.num_envs = args.local_num_envs * dist.world_size
     check_ppo_args(args)
     check_gymnasium_atari_id(args.env_id)
-    dist.connect()  # the process group: a port in use or a missing rank is one error line
+    dist.connect(run)  # the process group; ranks that differ in arguments or run: one error line
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
-    # TRY NOT TO MODIFY: seeding: each rank samples its own actions, all shuffle alike
+    # TRY NOT TO MODIFY: seeding: each rank samples its own actions
     random.seed(args.seed + dist.rank)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed + dist.rank)
@@ -357,6 +357,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     avg_returns = deque(maxlen=20)
     state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+    state["shuffle"] = dist.shuffler  # the minibatch permutations' generator, seeded with the seed
     run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
 
     policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)

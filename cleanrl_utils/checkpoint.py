@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import re
+import stat
 import struct
 import sys
 from collections import deque
@@ -41,6 +44,8 @@ from cleanrl_utils.runs import atomic_write_bytes
 MAGIC = b"CLEANRL-CHECKPOINT-2\n"
 PICKLE_MAGIC = b"CLEANRL-CHECKPOINT-1\n"  # the older format: a pickle, never read
 CHECKPOINT_GLOB = "checkpoint_*.ckpt"
+# the names a run gives its checkpoints; others (`checkpoint_best.ckpt`) are a user's files
+CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.ckpt")
 FORMAT = "cleanrl-checkpoint"
 _LENGTH = struct.Struct("<Q")
 _NUMBER_KINDS = "biufc"  # bool, int, uint, float, complex: what an array read back may hold
@@ -59,8 +64,16 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
-    """The checkpoints of a run, newest (highest iteration) first."""
-    return sorted(Path(run_dir).glob(CHECKPOINT_GLOB), reverse=True)
+    """The checkpoints a run wrote in `run_dir` (named as `checkpoint_path` names them, regular
+    files: reading a FIFO would hang), newest first by iteration (from 10,000,000 the names are
+    longer); none when the folder cannot be read."""
+    try:
+        paths = list(Path(run_dir).iterdir())
+    except OSError:
+        return []
+    found = [(int(m[1]), p) for p in paths if (m := CHECKPOINT_NAME.fullmatch(p.name))]
+    found = [(i, p) for i, p in found if checkpoint_path(run_dir, i) == p and p.is_file()]
+    return [p for _, p in sorted(found, reverse=True)]
 
 
 def encode_tree(value) -> bytes:
@@ -165,13 +178,23 @@ def checked_body(raw: bytes, magic: bytes = MAGIC) -> bytes:
     return body
 
 
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file; `CorruptCheckpoint` when it cannot be read or is something
+    else (opened without blocking: opening or reading a FIFO named like a checkpoint would wait
+    forever for a writer)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise CorruptCheckpoint("not a regular file (a FIFO, a device or a socket)")
+            return file.read()
+    except OSError as exc:
+        raise CorruptCheckpoint(f"cannot read it ({exc.strerror or exc})") from None
+
+
 def read_checkpoint(path: Path) -> dict:
     """The payload of a checkpoint file; `CorruptCheckpoint` saying why when it is not one,
     `PickleCheckpoint` when it is one of the older format (never unpickled)."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise CorruptCheckpoint(f"cannot read it ({exc.strerror or exc})") from None
+    raw = read_regular_file(path)
     if raw.startswith(PICKLE_MAGIC):
         raise PickleCheckpoint(
             f"{path} is a checkpoint of the older format, a pickle: it is not read, since "

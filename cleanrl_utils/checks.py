@@ -7,14 +7,21 @@ import dataclasses
 import difflib
 import io
 import math
+import os
 import re
 import sys
 import types
 import typing
 from collections.abc import Iterable
+from pathlib import Path
 
 # (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
-from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, stops_on_ctrl_c  # noqa: F401
+from cleanrl_utils.exits import (  # noqa: F401
+    DISK_EXIT,
+    INTERRUPTED,
+    USAGE_ERROR,
+    stops_on_ctrl_c,
+)
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
@@ -28,6 +35,31 @@ def fail(message: str, code: int = USAGE_ERROR):
     """Print `error: message` to stderr and exit, with no traceback."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def folder_problem(folder: str | os.PathLike) -> str | None:
+    """Why files cannot be written in `folder`, checked without writing anything: it (or, where
+    it does not exist yet, the nearest folder above it, where it would be made) is a file or is
+    not writable. None when it can take them (a full disk shows only when written)."""
+    path = Path(folder)
+    for above in (path, *path.parents):
+        if not above.exists():
+            continue
+        if not above.is_dir():
+            return f"{above} is a file, not a folder"
+        if not os.access(above, os.W_OK | os.X_OK):
+            read_only = os.statvfs(above).f_flag & os.ST_RDONLY
+            return f"{above} is {'on a read-only file system' if read_only else 'not writable'}"
+        return None
+    return None
+
+
+def check_output_folder(folder: str | os.PathLike, flag_name: str) -> None:
+    """A tool's output folder that cannot take files ends the process before any work: one
+    `error:` line naming the flag, the folder and why, and exit code `DISK_EXIT`."""
+    problem = folder_problem(folder)
+    if problem is not None:
+        fail(f"{flag_name} {folder}: cannot write there: {problem}", DISK_EXIT)
 
 
 def flag(name: str) -> str:
@@ -237,6 +269,21 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
     problem = memory_problem(args.num_envs, args.num_steps, available_memory())
     if problem:
         fail(problem)
+
+
+def steps_note(total_timesteps: int, num_envs: int, num_steps: int) -> str | None:
+    """What is trained when `total_timesteps` is not a whole number of batches (the iterations
+    are whole batches: the rest is not trained), or None when it is; `Run.start` says it, once
+    the input is checked."""
+    batch_size = num_envs * num_steps
+    trained = total_timesteps // batch_size * batch_size
+    if trained == total_timesteps:
+        return None
+    return (
+        f"training {trained:,} steps, {trained // batch_size:,} iterations of {batch_size:,}: "
+        f"--total-timesteps {total_timesteps:,} is not a whole number of batches (num_envs * "
+        f"num_steps = {num_envs} * {num_steps})"
+    )
 
 
 def game_of(env_id: str) -> str:

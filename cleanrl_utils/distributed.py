@@ -7,33 +7,46 @@ makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
     dist = Distributed(args)      # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2
     run = Run(args, __file__, dist=dist)  # rank 0 alone writes; the stop agreement; RNGs of all ranks
     ...                           # the checks: one `error:` line on every rank, before connecting
-    dist.connect()                # the process group (gloo or NCCL), with a bounded wait
+    dist.connect(run)             # the process group (NCCL on GPUs, else gloo), a bounded wait;
+                                  # the ranks agree on the arguments, script and run folder
     ...
     loss.backward()
     dist.sum_gradients(agent)     # every minibatch: the ranks' gradients summed
     ...
     games = dist.gather(finished) # every rank's finished games, to rank 0 (None elsewhere)
+    dist.shuffle(b_inds)          # the minibatch permutation: its own generator, alike everywhere
 
 Run alone (no torchrun), the script is a one-process run: world size 1, no process group, and
 every call does what one process needs (nothing, or returns its input).
 
 The update is the single-process update of the global batch. Every rank draws the same
-permutation of the global batch (`np.random` seeded alike) and takes from each minibatch the
-transitions it holds (`local_indices`), so that the ranks' minibatches together are the
-single-process minibatch. Means over a minibatch are sums over each rank's share divided by the
-minibatch's global count (`sum`), so that summing the ranks' gradients gives the gradient of the
-union minibatch's loss.
+permutation of the global batch from a generator of its own (`Shuffle`: seeded alike, part of the
+checkpoint, its digest compared in the stop agreement every iteration) and takes from each
+minibatch the transitions it holds (`local_indices`), so that the ranks' minibatches together are
+the single-process minibatch. Means over a minibatch are sums over each rank's share divided by
+the minibatch's global count (`sum`; the advantages' statistics: `moments`), so that summing the
+ranks' gradients gives the gradient of the union minibatch's loss.
+
+At the start the ranks compare what must be equal (the arguments that shape the run, the
+script's code, the resume target, the runs folder) in one collective: a difference is one
+`error:` line naming it, on every rank, and exit code 2, before any env is built (`agree`,
+`cleanrl_utils.ranks`). A rank that stops before joining (bad input on it alone) says so in the
+store the ranks meet at, and the others stop at once.
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
-they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting. Every wait
-is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
+they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; rank 0
+records the stop in config.json, and the line names the resume command only when the run has a
+checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default
+600 s).
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import errno
 import os
+import signal
 import socket
 import sys
 import threading
@@ -43,10 +56,24 @@ import numpy as np
 
 from cleanrl_utils.checks import USAGE_ERROR, fail
 from cleanrl_utils.exits import FAILED
+from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
+from cleanrl_utils.runs import mark_stopped
 
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
-LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint with --resume auto
+LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
+# a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
+STOPPED_KEY = "cleanrl/stopped_before_joining/{}".format(
+    os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+)
+
+
+def default_backend(backend: str, device) -> str:
+    """The process group's backend: `--backend` when given, else NCCL on CUDA devices (GPU to
+    GPU, no copy through the host) and gloo on CPUs."""
+    if backend != "auto":
+        return backend
+    return "nccl" if device.type == "cuda" else "gloo"
 
 
 def port_in_use(addr: str, port: str) -> bool:
@@ -75,11 +102,19 @@ class Distributed:
         self.rank = int(env.get("RANK", 0))
         self.local_rank = int(env.get("LOCAL_RANK", 0))
         local_world_size = int(env.get("LOCAL_WORLD_SIZE", self.world_size))
-        self.backend = args.backend
         self.is_main = self.rank == 0
         self.group = None
+        self.run = None  # the run these ranks train (`connect`): a lost rank's stop is recorded
+        self.shuffler = Shuffle(getattr(args, "seed", 0))  # (a resumed run: as checkpointed)
         if args.local_num_envs <= 0:
             fail(f"--local-num-envs must be positive, got {args.local_num_envs}")
+        for name in ("compile", "cudagraphs"):
+            if self.world_size > 1 and getattr(args, name, False):
+                fail(
+                    f"--{name} runs one process only for now ({self.world_size} here): a rank's "
+                    "share of a minibatch changes size every minibatch, which a compiled loss "
+                    "would recompile for; run without it (docs/throughput.md)"
+                )
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if args.backend == "nccl" and gpus == 0:
             fail("--backend nccl needs CUDA GPUs and torch sees none here: use --backend gloo")
@@ -97,12 +132,20 @@ class Distributed:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
+        self.backend = default_backend(args.backend, self.device)
         if self.rank != 0:  # the other ranks' informational lines would repeat rank 0's
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+        self.joined = False
+        if self.world_size > 1:  # (registered after the checks every rank makes alike)
+            atexit.register(self._stopped_before_joining)
 
-    def connect(self) -> None:
+    def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
-        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2."""
+        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2. With
+        `run` (a `cleanrl_utils.run.Run`), the ranks then agree on it (`agree`)."""
+        self.run = run
+        if run is not None and run.payload is not None:  # (a checkpoint of before `Shuffle`)
+            adopt_old_shuffle(run.payload, self.rank)
         if self.world_size == 1:
             return
         import torch.distributed as torch_dist
@@ -112,10 +155,13 @@ class Distributed:
         hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"  # not torchrun's
         if self.rank == 0 and hosts_store and port_in_use(addr, port):
             fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
-        # whatever the process group waits on (a store that never answers), it waits no longer
-        watchdog = threading.Timer(TIMEOUT_S, self._never_joined, args=(where,))
+        # whatever the process group waits on (a store that never answers, a rank that stopped
+        # before joining), it waits no longer
+        watchdog = threading.Timer(TIMEOUT_S, self._say_and_exit, args=(self._late(where),))
         watchdog.daemon = True
         watchdog.start()
+        joining = threading.Event()
+        threading.Thread(target=self._watch_joining, args=(joining,), daemon=True).start()
         timeout = datetime.timedelta(seconds=TIMEOUT_S)
         try:
             torch_dist.init_process_group(
@@ -125,18 +171,96 @@ class Distributed:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             fail(f"rank {self.rank}: could not join the other ranks at {where} ({first})")
         finally:
+            joining.set()
             watchdog.cancel()
+        self.joined = True
         self.group = torch_dist.group.WORLD
         self.store = torch_dist.distributed_c10d._get_default_store()
+        if run is not None:
+            self.agree(run)
 
-    def _never_joined(self, where: str) -> None:
-        print(
-            f"error: rank {self.rank}: the {self.world_size} ranks did not all join at {where} "
-            f"within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S)",
-            file=sys.stderr,
-            flush=True,
+    def agree(self, run) -> None:
+        """The ranks compare `run_view` of their run in one collective: a difference is one
+        `error:` line naming it on every rank and exit code 2. A new run's folder is named by
+        rank 0's clock (each rank's name holds its own start time)."""
+        import torch.distributed as torch_dist
+
+        views = [None] * self.world_size
+        self._collective(torch_dist.all_gather_object, views, (run_view(run), run.name))
+        problem = disagreement([view for view, _ in views])
+        if problem:
+            self._fail_together(problem, USAGE_ERROR)
+        if run.payload is None:
+            run.name = views[0][1]
+            run.dir = run.runs_dir / run.name
+
+    def _fail_together(self, message: str, code: int) -> None:
+        """Every rank found the same problem in the same collective: one `error:` line each, and
+        `code`. The process group is left as it is (a clean exit could abort on a peer that
+        already left); rank 0 first flushes what TensorBoard holds."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (torchrun's, once another rank ended)
+        writer = getattr(self.run, "writer", None)
+        if writer is not None:
+            writer.flush()
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        os._exit(code)
+
+    def _client_store(self, timeout_s: float):
+        """A connection to the store the ranks meet at (torchrun's agent's, or rank 0's)."""
+        import torch.distributed as torch_dist
+
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        timeout = datetime.timedelta(seconds=timeout_s)
+        return torch_dist.TCPStore(addr, port, is_master=False, timeout=timeout)
+
+    def _late(self, where: str) -> str:
+        return (
+            f"the {self.world_size} ranks did not all join at {where} within {TIMEOUT_S:.0f} s "
+            "(CLEANRL_DIST_TIMEOUT_S)"
         )
+
+    def _watch_joining(self, joined: threading.Event) -> None:
+        """While this rank joins: a rank that stopped before joining (bad input on that rank
+        alone, a checkpoint it cannot read) stops this one at once. (A store that never answers
+        holds this thread, not the watchdog of `TIMEOUT_S`.)"""
+        store = None
+        while not joined.wait(0.5):
+            try:
+                store = store or self._client_store(1.0)
+                if store.check([STOPPED_KEY]) and not joined.is_set():
+                    stopped = store.get(STOPPED_KEY).decode()
+                    self._say_and_exit(f"rank {stopped} stopped before joining (it says why)")
+            except (RuntimeError, ValueError, OSError):  # (no store yet)
+                store = None
+
+    def _say_and_exit(self, why: str) -> None:
+        print(f"error: rank {self.rank}: {why}", file=sys.stderr, flush=True)
         os._exit(USAGE_ERROR)
+
+    def _stopped_before_joining(self) -> None:
+        """At the exit of a rank that never joined the others: it says so in the store, so that
+        they stop at once instead of waiting for it (`_watch_joining`). torchrun's agent always
+        holds the store; without torchrun, rank 0 holds it once it is joining: a short wait."""
+        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        if self.joined or not (agent or self.rank != 0):  # (rank 0 would host it: nobody does)
+            return
+        # this rank's exit code is its own: torchrun's SIGTERM, once another node's agent has
+        # gone, would make it -15
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        wait_s = 1.0 if agent else 3.0  # (an agent's store is there from the start)
+
+        def tell() -> None:
+            try:
+                self._client_store(wait_s).set(STOPPED_KEY, str(self.rank))
+            except (RuntimeError, ValueError, OSError, KeyError):
+                pass
+
+        # (in a thread: whatever listens on the port, and whether it answers, this exit waits
+        # no longer than that)
+        teller = threading.Thread(target=tell, daemon=True)
+        teller.start()
+        teller.join(wait_s + 1.0)
 
     def close(self) -> None:
         if self.group is not None:
@@ -176,12 +300,27 @@ class Distributed:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         names = ", ".join(map(str, lost or [])) or "unknown"
         print(
-            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); the run "
-            "goes on from its newest checkpoint with --resume auto",
+            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); "
+            f"{self._after_loss(names)}",
             file=sys.stderr,
             flush=True,
         )
         os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
+
+    def _after_loss(self, names: str) -> str:
+        """What becomes of the run after a lost rank: rank 0 records the stop in config.json (the
+        report then calls the run stopped, not still running); the way on is its resume command
+        when it has a checkpoint, a new start when it has none."""
+        run = self.run
+        if run is None or getattr(run, "writer", None) is None:
+            return "the run had not started: start it again"
+        if self.is_main:
+            run.writer.flush()  # (what the iteration under way logged, for the report to read)
+            logged = run.global_step + getattr(run.args, "batch_size", 0)
+            mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
+        if run.checkpointed is None:
+            return "no checkpoint was written yet: the run must start again"
+        return f"continue from its newest checkpoint with: {run.resume_command()}"
 
     def sum(self, tensor):
         """`tensor` summed over the ranks (a new tensor on every rank)."""
@@ -192,6 +331,23 @@ class Distributed:
         tensor = tensor.detach().clone()
         self._collective(torch_dist.all_reduce, tensor)
         return tensor
+
+    def moments(self, x, mask=None):
+        """The count, mean and variance (n - 1 in the denominator; 0 for one value) of `x` over
+        every rank's values where `mask` is 1, in one collective: each rank's count, mean and sum
+        of squared deviations (alone: one process's statistics, exactly), combined as Chan et al."""
+        import torch
+
+        n = x.new_tensor(x.numel()) if mask is None else mask.sum()
+        mean = (x if mask is None else x * mask).sum() / n.clamp(min=1.0)
+        deviations = (x - mean) ** 2
+        m2 = (deviations if mask is None else deviations * mask).sum()
+        if self.world_size > 1:
+            counts, means, m2s = self.cat(torch.stack([n, mean, m2])[None], dim=0).unbind(1)
+            n = counts.sum()
+            mean = (counts * means).sum() / n.clamp(min=1.0)
+            m2 = (m2s + counts * (means - mean) ** 2).sum()
+        return n, mean, m2 / (n - 1).clamp(min=1.0)
 
     def sum_values(self, values: dict) -> dict:
         """A dict of scalar tensors, each summed over the ranks (one collective)."""
@@ -250,16 +406,30 @@ class Distributed:
     def agreed_stop(self, signum: int | None) -> int | None:
         """The stop agreement, once an iteration on every rank: None when no rank got a stop
         signal, else the signal of the lowest rank that got one, the same on every rank, so
-        that all stop after the same iteration."""
+        that all stop after the same iteration. The same collective compares the digests of the
+        ranks' permutation generators: ranks that drew different minibatches (a rank that
+        shuffled once more) stop with one `error:` line and exit code 1."""
         if self.world_size == 1:
             return signum
         import torch
 
-        got = torch.tensor([0 if signum is None else int(signum)], device=self.device)
-        signals = self.cat(got, dim=0).tolist()
+        mine = [0 if signum is None else int(signum), self.shuffler.digest()]
+        got = torch.tensor([mine], dtype=torch.int64, device=self.device)
+        signals, digests = self.cat(got, dim=0).T.tolist()
+        if len(set(digests)) > 1:
+            said = ", ".join(f"{d:08x} on rank {r}" for r, d in enumerate(digests))
+            self._fail_together(
+                f"the ranks' minibatch permutations differ ({said}): their updates no longer "
+                "add up to one; a rank drew from the permutation generator out of step",
+                FAILED,
+            )
         return next((s for s in signals if s), None)
 
     # -- the batch --------------------------------------------------------------------------
+
+    def shuffle(self, inds: np.ndarray) -> None:
+        """Shuffles `inds` in place with the ranks' permutation generator (`Shuffle`)."""
+        self.shuffler(inds)
 
     def local_indices(self, global_inds: np.ndarray, num_envs: int) -> np.ndarray:
         """The transitions of a minibatch of the global batch that this rank holds, as indices

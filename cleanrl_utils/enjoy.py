@@ -39,10 +39,18 @@ def repo_info(text: str, where: str) -> dict:
     """`args.json` of a repository folder: the script and the model file's name."""
     try:
         info = json.loads(text)
-        model = info["model"]
+        if not isinstance(info, dict):
+            raise ValueError(f"{type(info).__name__}, not an object")
+        model = info.get("model")
         if not isinstance(model, str) or not model.endswith(".cleanrl_model") or "/" in model:
             raise ValueError(f"a model named {model!r}")
-    except (ValueError, KeyError, TypeError) as exc:
+        for key, kind in (("args", dict), ("script", str)):
+            if key in info and not isinstance(info[key], kind):
+                shown = f"{info[key]!r:.60}"
+                raise ValueError(
+                    f'its "{key}" is {shown}, not {"an object" if kind is dict else "a string"}'
+                )
+    except ValueError as exc:
         fail(f"{where}: args.json is not one written by --upload-model ({exc})")
     return info
 

@@ -2,8 +2,33 @@
 optional dependency one line naming the install command, not a traceback (`extras.install`, which
 replaces `sys.excepthook`). The rest of `cleanrl_utils` changes no global state when imported; the
 `python -m` tools call `extras.install()` in their `__main__`, since they import their optional
-packages only where they use them."""
+packages only where they use them.
 
-from cleanrl_utils import extras
+A script run as a program (not one imported for its definitions, by a test or a tool) also
+handles its stop signals from here on (`exits.record_stops`): a SIGTERM or Ctrl-C while it imports
+its libraries stops it at once with one line and exit code 75 or 130 (nothing is written yet);
+once its run has begun, at the run's next safe point."""
+
+import os
+import sys
+
+from cleanrl_utils import exits, extras
 
 extras.install()
+
+
+def imported_by_a_program() -> bool:
+    """Whether the module importing this one is the program: the file Python was started with
+    (`python SCRIPT`, torchrun's `python -u SCRIPT`), not a module that a test or a tool imports
+    or runs with `runpy` (the frames between are the import machinery's)."""
+    frame = sys._getframe(2)  # (1: this module's own code)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    if frame is None or frame.f_globals.get("__name__") != "__main__":
+        return False
+    started = {os.path.realpath(a) for a in sys.orig_argv[1:] if a.endswith(".py")}
+    return os.path.realpath(frame.f_code.co_filename) in started
+
+
+if imported_by_a_program():
+    exits.record_stops()

@@ -9,6 +9,7 @@ project's extras that no one catches then prints `error: ... pip install ...` an
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -39,6 +40,34 @@ INSTALL = {
     "hub": 'pip install -r requirements/requirements-hub.txt -e ".[hub]"',
     "optuna": 'pip install -r requirements/requirements-optuna.txt -e ".[optuna]"',
 }
+
+
+# the flags whose work needs an extra, checked before any work (`missing_flag_extra`);
+# --upload-model's needs, a token among them, are `cleanrl_utils.huggingface.auth`'s
+FLAG_EXTRAS = {"capture_video": "video"}
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_flag_extra(args) -> str | None:
+    """Why a flag of `args` cannot do its work here: the extra it needs is not installed (the
+    install command named, as for a missing script extra); None when nothing is missing. Asked
+    before any work: `--capture-video` records the games after training, hours later."""
+    for name, extra in FLAG_EXTRAS.items():
+        if not getattr(args, name, False):
+            continue
+        missing = [m for m, e in EXTRA_OF.items() if e == extra and not installed(m)]
+        if missing:
+            return (
+                f"--{name.replace('_', '-')} needs the `{extra}` extra (no module named "
+                f"{missing[0]!r}); install it from the repository root with: {INSTALL[extra]}"
+            )
+    return None
 
 
 def missing_extra(exc: BaseException) -> str | None:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.exits import DISK_EXIT, cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 
@@ -35,8 +35,11 @@ def lock_run_folder(run_dir: Path) -> int:
     the holder when another process has it. The lock is on the folder itself: taking it
     changes no file."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        folder_failure(run_dir, exc)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -93,12 +96,66 @@ def trim_partial_record(path: Path) -> int:
     return len(data) - pos
 
 
-def cause(exc: OSError) -> str:
-    """`no space left on device (ENOSPC)`: an OSError as a reader wants it."""
-    name = errno.errorcode.get(exc.errno or 0)
-    text = (exc.strerror or str(exc)).rstrip(".")
-    text = text[:1].lower() + text[1:]
-    return f"{text} ({name})" if name else text
+def folder_gone(run_dir: Path, fd: int | None) -> None:
+    """`FileNotFoundError` when the run folder that `fd` holds (its lock) is no longer at
+    `run_dir`: deleted, moved or unmounted under the run."""
+    if fd is None:
+        return
+    held = os.fstat(fd)
+    try:
+        here = os.stat(run_dir)
+    except OSError:
+        here = None
+    if (
+        held.st_nlink == 0
+        or here is None
+        or (here.st_dev, here.st_ino) != (held.st_dev, held.st_ino)
+    ):
+        raise FileNotFoundError(errno.ENOENT, "the run folder is no longer there", str(run_dir))
+
+
+def remedy(exc: OSError) -> str:
+    """What a user can do about a write that failed with `exc`, by its cause."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "make the folder writable (or mount it read-write)"
+    return "fix the cause"
+
+
+def kept_after(run_dir: Path, exc: OSError, checkpoints: list[Path], resume: str) -> str:
+    """What is kept of a run whose write failed with `exc`, and how to go on: the newest of
+    `checkpoints` (the run's, newest first) and the remedy for the cause (`resume`: the command
+    that continues the run), or that the folder itself is gone."""
+    if exc.errno == errno.ENOENT or not Path(run_dir).is_dir():
+        return (
+            "the run folder is gone (deleted, moved or unmounted): nothing is written elsewhere; "
+            "where it went, its checkpoints went too"
+        )
+    if not checkpoints:
+        return "the run has no checkpoint yet: nothing of it can be continued"
+    return (
+        f"the newest checkpoint, {checkpoints[0].name}, is intact: {remedy(exc)} and continue "
+        f"with: {resume}"
+    )
+
+
+def folder_failure(run_dir: Path, exc: OSError) -> None:
+    """Ends the process: the run folder cannot be made (or opened) where it belongs; one line
+    naming the folder and what stands in the way, exit code `DISK_EXIT`."""
+    blocker = next((p for p in reversed(run_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None or exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        why = f"{blocker or run_dir} is a file, not a folder: move it away"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = f"{remedy(exc)}, or run from another folder"
+    else:
+        why = "nothing was written"
+    print(
+        f"error: cannot create the run folder {run_dir}/: {cause(exc)}; {why}",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(DISK_EXIT)
 
 
 def disk_failure(run_dir: Path, what: str, exc: OSError, kept: str) -> None:
@@ -144,6 +201,21 @@ class GuardedRecords:
     @property
     def closed(self):
         return self.records.closed
+
+
+class NoWriter:
+    """The TensorBoard writer of a rank other than 0: it writes nothing (rank 0 logs)."""
+
+    def add_scalar(self, *args, **kwargs) -> None:
+        pass
+
+    add_text = add_histogram = add_scalar
+    error = event_file = None  # (it writes no file that could fail)
+
+    def flush(self) -> None:
+        pass
+
+    close = flush
 
 
 def run_writer(log_dir: Path, purge_step: int | None, opened: bool):

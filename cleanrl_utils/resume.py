@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -18,10 +17,11 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
 )
 from cleanrl_utils.checks import fail
-from cleanrl_utils.runs import find_runs, slurm_task
+from cleanrl_utils.runs import find_runs, read_record, slurm_task
 
-# Arguments that may change between a run and its resumption: they do not change what is learned.
-FREE_ARGS = {
+# Free arguments that say what the run does besides learning: a resume that does not give them
+# carries the checkpoint's on (the resume command a stopped run prints names only the folder)
+CARRIED_ARGS = {
     "track",
     "wandb_project_name",
     "wandb_entity",
@@ -29,18 +29,23 @@ FREE_ARGS = {
     "save_model",
     "eval_episodes",
     "checkpoint_every",
+    "upload_model",
+    "hf_entity",
+}
+# Arguments that may change between a run and its resumption: they do not change what is learned.
+FREE_ARGS = CARRIED_ARGS | {
     "resume",
     "cuda",
     "compile",
     "cudagraphs",
     "async_envs",
-    "upload_model",
-    "hf_entity",
     "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
     "device_ids",
 }
 # Arguments derived from the others once they are reconciled with the checkpoint.
 DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
+# the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
+AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
 
 
 def games_seed(seed: int, iteration: int) -> int:
@@ -52,33 +57,38 @@ def games_seed(seed: int, iteration: int) -> int:
     return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] % 2**31)
 
 
-def find_checkpoint(args, runs_dir: Path) -> tuple[Path, dict] | None:
-    """The checkpoint file `args.resume` names and its payload: the newest readable one of a run
-    folder (a damaged newest one is reported and the one before it used), one file, or with `auto`
-    the newest unfinished run (`find_unfinished`). Anything else, a checkpoint of the older
-    (pickle) format included, is one `error:` line and exit code 2."""
+def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
+    """The run folder `args.resume` names, the checkpoint file to continue from and its payload:
+    the newest readable checkpoint of a run folder (a damaged newest one is reported and the one
+    before it used), one file (its folder is the run folder: the run writes beside it, whatever
+    folder the file's record names), or with `auto` the newest unfinished run
+    (`find_unfinished`). Anything else, a checkpoint of the older (pickle) format or a FIFO
+    included, is one `error:` line and exit code 2."""
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
-    if path.is_file():
-        files = [path]
-    elif path.is_dir():
-        files = list_checkpoints(path)
+    if path.is_dir():
+        folder, files = path, list_checkpoints(path)
         if not files:
             fail(f"--resume {path}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
+    elif path.is_file():
+        folder, files = path.parent, [path]
+    elif path.exists():
+        fail(f"--resume {path}: not a checkpoint file (a FIFO, a device or a socket)")
     else:
         fail(f"--resume {path}: no such run folder or checkpoint file")
     found = newest_readable(files)
     if found is None:
         fail(f"--resume {path}: no readable checkpoint (see the warnings above)")
-    return found
+    return (folder, *found)
 
 
-def find_unfinished(args, runs_dir: Path) -> tuple[Path, dict] | None:
+def find_unfinished(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     """`--resume auto`: the newest run of the same exp_name, env_id and seed whose newest
-    checkpoint is not of its last iteration, said so on stderr; in a SLURM task, only a run that
-    the same task started (a requeued task resumes its own run, never another job's). None, said
-    so, when there is none: a new run starts."""
+    checkpoint is not of its last iteration, or is but owes its steps after training
+    (`after_training_due`), said so on stderr; in a SLURM task, only a run that the same task
+    started (a requeued task resumes its own run, never another job's). None, said so, when
+    there is none: a new run starts."""
     task = slurm_task()
     finished = []
     for run_dir in find_runs(runs_dir, args.env_id, args.exp_name, args.seed):
@@ -87,11 +97,14 @@ def find_unfinished(args, runs_dir: Path) -> tuple[Path, dict] | None:
         found = newest_readable(list_checkpoints(run_dir))
         if found is None:
             continue
-        if found[1]["iteration"] >= found[1]["args"]["num_iterations"]:
+        payload = found[1]
+        if payload["iteration"] >= payload["args"]["num_iterations"] and not after_training_due(
+            run_dir, payload["args"]
+        ):
             finished.append(run_dir.name)
             continue
         print(f"--resume auto: the newest unfinished run is {run_dir.name}", file=sys.stderr)
-        return found
+        return (run_dir, *found)
     where = " started by this SLURM task" if task is not None else ""
     done = f" ({len(finished)} finished: {', '.join(finished)})" if finished else ""
     print(
@@ -102,13 +115,32 @@ def find_unfinished(args, runs_dir: Path) -> tuple[Path, dict] | None:
     return None
 
 
+def after_training_due(run_dir: Path, args: dict) -> bool:
+    """Whether a run whose training is done still owes the steps after training that `args`
+    asks for (the model file, the evaluation, the upload): its config.json does not record them
+    done (a stop came first). A record that cannot be read owes them; a run of a version that
+    kept no such record (no `finished` in config.json) does not."""
+    if not any(args.get(name) for name in AFTER_TRAINING_ARGS):
+        return False
+    record, _ = read_record(Path(run_dir) / "config.json")
+    return record is None or ("finished" in record and not record["finished"])
+
+
 def started_by(run_dir: Path, task: dict) -> bool:
     """Whether config.json says the run was started by this SLURM task (an array task keeps its
-    array job and task id when it is requeued)."""
-    try:
-        started = json.loads((run_dir / "config.json").read_text()).get("slurm") or {}
-    except (OSError, ValueError):
+    array job and task id when it is requeued). A config.json that cannot be read says no, with
+    a warning naming it: the task passes the run over instead of failing on it."""
+    record, problem = read_record(run_dir / "config.json")
+    if record is None:
+        if problem != "missing":
+            print(
+                f"warning: --resume auto: {run_dir}/config.json is {problem}: cannot tell which "
+                "SLURM task started that run; passed over",
+                file=sys.stderr,
+            )
         return False
+    started = record.get("slurm")
+    started = started if isinstance(started, dict) else {}
     keys = ["array_job_id", "array_task_id"] if "array_job_id" in task else ["job_id"]
     return all(started.get(key) == task.get(key) for key in keys)
 
@@ -156,9 +188,13 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
         fail(f"--resume: {file} was written by {saved_script}.py, not {script}.py")
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
     for name, saved in saved_args.items():
-        if name in FREE_ARGS or name in DERIVED_ARGS or name not in defaults:
+        if name in DERIVED_ARGS or name not in defaults:
             continue
         value = getattr(args, name)
+        if name in FREE_ARGS:
+            if name in CARRIED_ARGS and name not in given and value == defaults[name]:
+                setattr(args, name, saved)
+            continue
         if value == saved:
             continue
         if name not in given and value == defaults[name]:

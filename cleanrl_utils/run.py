@@ -27,9 +27,10 @@ Checkpoints: every `--checkpoint-every` iterations, after the last one, and afte
 SIGTERM and SIGUSR1 (what SLURM sends before preemption or the time limit) and Ctrl-C make the run
 finish its iteration, write a checkpoint and stop; `finish()` then returns `CHECKPOINT_EXIT` (75,
 EX_TEMPFAIL: "try again"), which the SLURM templates answer by requeueing the task with
-`--resume auto`, or 130 after Ctrl-C. A second Ctrl-C, or one outside the training loop, stops
-at once. The emulators cannot be saved, so a resumed run starts new games, seeded with
-`games_seed(seed, iteration)`.
+`--resume auto`, or 130 after Ctrl-C. A second Ctrl-C stops at once; a stop before training or
+after it (the model file, evaluation, upload) stops at once too (`cleanrl_utils.stops`), and a
+resumed run that is trained but lacks these steps does them. The emulators cannot be saved, so
+a resumed run starts new games, seeded with `games_seed(seed, iteration)`.
 """
 
 from __future__ import annotations
@@ -56,50 +57,42 @@ from cleanrl_utils.checkpoint import (
     state_problem,
     write_checkpoint,
 )
-from cleanrl_utils.checks import fail, value_problem
-from cleanrl_utils.exits import CHECKPOINT_EXIT
+from cleanrl_utils.checks import fail, steps_note, value_problem
+from cleanrl_utils.exits import CHECKPOINT_EXIT, STOP_SIGNALS, hold_stops, signal_name
 from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
+from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import (
+    NoWriter,
     disk_failure,
+    folder_gone,
+    kept_after,
     lock_run_folder,
     release_run_folder,
     run_writer,
     trim_partial_record,
 )
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import find_checkpoint, games_seed, given_flags, reconcile_args
+from cleanrl_utils.resume import (
+    after_training_due,
+    find_checkpoint,
+    games_seed,
+    given_flags,
+    reconcile_args,
+)
 from cleanrl_utils.runs import (
     RunName,
     atomic_write_bytes,
     hyperparameter_table,
+    mark_finished,
     mark_stopped,
     name_problem,
     remove_temp_files,
     resumed_record,
     run_record,
 )
+from cleanrl_utils.stops import stop_after_training, stop_before_training
 
 KEEP = 2  # checkpoints kept per run, newest first
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
-
-
-class NoWriter:
-    """The TensorBoard writer of a rank other than 0: it writes nothing (rank 0 logs)."""
-
-    def add_scalar(self, *args, **kwargs) -> None:
-        pass
-
-    add_text = add_histogram = add_scalar
-    error = event_file = None  # (it writes no file that could fail)
-
-    def flush(self) -> None:
-        pass
-
-    close = flush
-
-
-def signal_name(signum: int) -> str:
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 class Run:
@@ -119,6 +112,7 @@ class Run:
         on disk. `dist`: a run on many processes (`cleanrl_utils.distributed.Distributed`):
         rank 0 alone writes, the ranks agree on when to stop, and a checkpoint holds every
         rank's RNGs."""
+        hold_stops()  # (a stop since the script's first import ends the run at its next safe point)
         self.args = args
         self.given = given_flags(args, sys.argv[1:] if argv is None else argv)
         self.dist = dist
@@ -133,7 +127,7 @@ class Run:
             self._read_checkpoint()
         if self.payload is None:
             self.name = str(RunName.new(args.env_id, args.exp_name, args.seed, self.runs_dir))
-        self.dir = self.runs_dir / self.name
+            self.dir = self.runs_dir / self.name
         self.lock_fd: int | None = None
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
@@ -146,6 +140,7 @@ class Run:
         self.stop_signal: int | None = None
         self.stop_requested = False
         self.training = False  # between the first and the last iteration of this process
+        self.after_training = False  # the model file, evaluation, upload: a stop ends it at once
         self.iteration_s = 0.0  # how long the last iteration took
         self.laps: dict[str, float] = {}
         self._lap_start = time.time()
@@ -153,34 +148,35 @@ class Run:
         self.progress = None
         self.previous_handlers: dict = {}  # what `start` replaced and `finish` puts back
         self.finished = False
+        if problem := missing_flag_extra(args):  # (--capture-video's packages: before any work)
+            fail(problem)
         if getattr(args, "upload_model", False):  # what an upload needs: before any work
             from cleanrl_utils.after_training import check_upload
 
             check_upload(args)
+        stop_before_training(self)
 
     # -- resuming ---------------------------------------------------------------------------
 
     def _check_names(self) -> None:
         """The names that become the run folder's: one `error:` line when they cannot."""
-        problem = name_problem(self.args.exp_name, self.args.env_id)
-        if problem:
+        if problem := name_problem(self.args.exp_name, self.args.env_id):
             fail(problem)
 
     def _read_checkpoint(self) -> None:
         found = find_checkpoint(self.args, self.runs_dir)
         if found is None:
             return
-        file, self.payload = found
-        try:
-            self.name = str(RunName.checked(self.payload["run_name"]))
-        except ValueError as exc:
-            fail(f"--resume: {file}: its run name {exc}")
+        # the folder named (or holding the file named) is the run's, whatever the checkpoint's
+        # record says: a copied folder is a run of its own, named after its folder
+        self.dir, file, self.payload = found
+        self.name = self.dir.resolve().name
         fields = {f.name: f for f in dataclasses.fields(self.args)}
         for name, value in self.payload["args"].items():
             problem = name in fields and value_problem(name, value, fields[name].type)
             if problem:
                 fail(f"--resume: {file}: its arguments do not fit {self.script}.py: {problem}")
-        self.runs_dir = Path(file).resolve().parent.parent
+        self.runs_dir = self.dir.parent
         reconcile_args(self.args, self.payload, self.script, file, self.given)
         if self.payload.get("world_size", 1) != self.world_size:
             fail(
@@ -191,12 +187,13 @@ class Run:
         self._check_names()  # (as reconciled with the checkpoint's)
         done, total = self.payload["iteration"], self.payload["args"]["num_iterations"]
         steps = f"{self.payload['global_step']:,} steps"
-        if done >= total:
+        if done >= total and not after_training_due(self.dir, vars(self.args)):
             print(
                 f"run {self.name} has already finished ({done} iterations, {steps}): nothing to do"
             )
             raise SystemExit(0)
-        print(f"resuming {self.name} from {file} (iteration {done} of {total}, {steps})")
+        left = "the steps after training" if done >= total else f"iteration {done} of {total}"
+        print(f"resuming {self.name} from {file} ({left}, {steps})")
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -208,6 +205,7 @@ class Run:
         is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
         writes into it only once `restore` has checked the checkpoint."""
         args = self.args
+        stop_before_training(self)
         if self.rank != 0:  # rank 0 alone writes
             for signum in STOP_SIGNALS:
                 self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
@@ -239,6 +237,8 @@ class Run:
             self._open()
         for signum in STOP_SIGNALS:
             self.previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
+        if note := steps_note(args.total_timesteps, args.num_envs, args.num_steps):
+            print(f"note: {note}")  # (the iterations are whole batches)
         print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
         return self.writer
 
@@ -264,6 +264,7 @@ class Run:
         training time where they stopped; each is checked against `state` (names, shapes,
         dtypes) before anything changes, in memory or in the run folder. A new run: nothing
         changes. Returns `state`."""
+        stop_before_training(self)
         self.start_time = time.time()
         if self.payload is not None:
             saved = self.payload["state"]
@@ -280,6 +281,9 @@ class Run:
             # (checkpoints written before the run lifecycle moved here keep it in the state)
             elapsed = self.payload.get("elapsed", saved.get("elapsed", 0.0))
             self.start_time -= elapsed
+        if self.start_iteration > self.args.num_iterations:  # trained: the steps after it left
+            self.after_training = True
+            return state
         total_steps = self.args.num_iterations * self.args.batch_size
         stream = None if self.rank == 0 else open(os.devnull, "w")  # noqa: SIM115
         self.progress = Progress(total_steps, start_step=self.global_step, stream=stream)
@@ -330,6 +334,7 @@ class Run:
             self._save(iteration, global_step, state() if callable(state) else state)
         if last or self.stop_requested:
             self.training = False
+            self.after_training = not self.stop_requested
         self._lap_start = time.time()
 
     def _say(self, message: str) -> None:
@@ -340,20 +345,19 @@ class Run:
             print(message, file=sys.stderr, flush=True)
 
     def _on_stop_signal(self, signum, frame) -> None:
-        """SIGTERM, SIGUSR1, Ctrl-C: finish the iteration, write a checkpoint, stop. Ctrl-C before
-        the first iteration ended, after the last one, or a second time stops at once. Processes
-        forked from this one (gymnasium's `--async-envs` workers) ignore them: the group gets the
-        signal, and this process stops them."""
+        """SIGTERM, SIGUSR1, Ctrl-C, never raised where they land (JAX's gc callback would swallow
+        it): in training, finish the iteration, write a checkpoint, stop; before it, stop at the
+        next safe point; after it, at once (`cleanrl_utils.stops`). A second Ctrl-C stops at once.
+        Processes forked from this one (gymnasium's `--async-envs` workers) ignore them: the
+        group gets the signal, and this process stops them."""
         if os.getpid() != self.pid:
             return
+        if self.after_training:
+            stop_after_training(self, signum)
         name = signal_name(signum)
-        if signum == signal.SIGINT and not (self.training and self.iteration_s):
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            self._say(f"received {name}: stopping now (nothing new since the last checkpoint)")
-            raise SystemExit(INTERRUPTED_EXIT)
         if signum == signal.SIGINT:
             signal.signal(signal.SIGINT, self._on_second_ctrl_c)
-        if self.stop_signal is None:
+        if self.stop_signal is None and self.training:
             wait = f" (about {self.iteration_s:.0f} s)" if self.iteration_s else ""
             again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
             self._say(
@@ -387,7 +391,7 @@ class Run:
         os.kill(os.getpid(), signal.SIGINT)
 
     def resume_command(self) -> str:
-        launcher = "python" if self.world_size == 1 else "torchrun ... (as many processes)"
+        launcher = "python" if self.world_size == 1 else "python -m cleanrl_utils.torchrun ..."
         return f"{launcher} {sys.argv[0]} --resume {self.dir}"
 
     def _save(self, iteration: int, global_step: int, state: dict) -> Path:
@@ -415,6 +419,7 @@ class Run:
             payload |= {"world_size": self.world_size, "ranks_rng": ranks_rng}
         path = checkpoint_path(self.dir, iteration)
         try:
+            folder_gone(self.dir, self.lock_fd)  # (a write would make a new, empty one)
             write_checkpoint(path, payload)
         except OSError as exc:
             what = (
@@ -442,14 +447,7 @@ class Run:
         code `DISK_EXIT` (cleanrl_utils.faults)."""
         if self.writer is not None and self.writer.event_file is not None:
             trim_partial_record(self.writer.event_file)
-        newest = list_checkpoints(self.dir)
-        if newest:
-            kept = (
-                f"the newest checkpoint, {newest[0].name}, is intact: free some space and "
-                f"continue with: python {sys.argv[0]} --resume {self.dir}"
-            )
-        else:
-            kept = "the run has no checkpoint yet: nothing of it can be continued"
+        kept = kept_after(self.dir, exc, list_checkpoints(self.dir), self.resume_command())
         if self.progress is not None:
             self.progress.close()
         self.finished = True  # (nothing more to close: `finish` would fail the same way)
@@ -496,6 +494,8 @@ class Run:
         self.writer.close()
         if self.writer.error is not None:
             self._disk_failed("the TensorBoard event file", self.writer.error)
+        if code == 0 and self.after_training and self.rank == 0:
+            mark_finished(self.dir / "config.json", self.global_step)  # a resume: nothing to do
         release_run_folder(self.lock_fd)
         self.lock_fd = None
         wandb = sys.modules.get("wandb")

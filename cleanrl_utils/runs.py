@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -17,21 +18,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<start_time>\d+)$")
-# The names that become part of a folder's name: letters, digits, `.`, `_`, `-` (no separator,
-# no glob or shell character), not starting with `.` (no `..`, no hidden folder), short enough for
+# The names that become part of a folder's name: letters, digits, `.`, `_`, `-` (and an env
+# id's `/` as `+`; no separator, no glob or shell character), not starting with `.` (no `..`, no hidden folder), short enough for
 # any file system's 255-byte names. An env id has no `__` and no trailing `_`: the run name's
 # parser finds the exp name after the env id's first `__`.
 NAME_CHARS = "A-Za-z0-9._-"
 EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,99}}")
-ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][{NAME_CHARS}]{{0,63}}")
+ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][{NAME_CHARS}+]{{0,63}}")  # `+`: a `/`
 MAX_SEED = 2**31
 
 
 def file_env_id(env_id: str) -> str:
-    """An env id as file and folder names hold it: a namespace's `/` written `-`
-    (`ALE/Pong-v5` -> `ALE-Pong-v5`, as Hub repository names have it), so that it names one
-    folder, not two; config.json and checkpoints keep the id as given."""
-    return env_id.replace("/", "-") if isinstance(env_id, str) else env_id
+    """An env id as run folder names hold it: a namespace's `/` written `+` (`ALE/Pong-v5` ->
+    `ALE+Pong-v5`, as the launcher's and the tuner's logs spell it, see `file_name`), so that it
+    names one folder, not two; config.json and checkpoints keep the id as given."""
+    return env_id.replace("/", "+") if isinstance(env_id, str) else env_id
 
 
 def name_problem(exp_name: str, env_id: str) -> str | None:
@@ -46,9 +47,33 @@ def name_problem(exp_name: str, env_id: str) -> str | None:
             shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             why = "only letters, digits, '.', '_' and '-', not starting with '.'"
             if flag == "--env-id":
-                why += ", no '__' and no trailing '_' (a '/' is written '-')"
+                why += ", no '__' and no trailing '_' (a '/' is written '+')"
             return f"{flag} {shown} cannot name a run folder: 1 to {limit} characters, {why}"
     return None
+
+
+FILE_NAME_KEPT = re.compile(r"[A-Za-z0-9._:-]")
+FILE_NAME_LIMIT = 120  # characters; a file system's names end at 255 bytes
+
+
+def file_name(text: str) -> str:
+    """`text` (an env id, an exp name read from a config.json) spelled as one file name that
+    reads as it and is its own only, never a path: `/` (ALE's `ALE/Breakout-v5`) becomes `+`;
+    `+`, `%` and any other character a file name should not hold become `%XX` (UTF-8), as a
+    leading `.` does (no `..`, no hidden file). A long text is cut, with a hash of the whole."""
+    spelled = "".join(
+        c if FILE_NAME_KEPT.fullmatch(c) else "+" if c == "/" else _percent(c) for c in text
+    )
+    if spelled.startswith(".") or not spelled:
+        spelled = "%2E" + spelled[1:] if spelled else "%00"
+    if len(spelled) > FILE_NAME_LIMIT:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        spelled = f"{spelled[: FILE_NAME_LIMIT - 13]}-{digest}"
+    return spelled
+
+
+def _percent(c: str) -> str:
+    return "".join(f"%{b:02X}" for b in c.encode())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,6 +253,7 @@ def run_record(args, run_name: str) -> dict:
         "platform": platform.platform(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
+        "finished": None,  # when the steps after training are done too (`mark_finished`)
     }
     tuner = tuner_trial()
     if tuner is not None:
@@ -242,16 +268,45 @@ def hyperparameter_table(args) -> str:
     return f"|param|value|\n|-|-|\n{rows}"
 
 
-def resumed_record(config_path: Path, record: dict) -> dict:
-    """config.json of a resumed run: the original record, plus one entry per resumption."""
+def read_record(config_path: Path) -> tuple[dict | None, str | None]:
+    """A run's config.json: (the record, None), or (None, why it cannot be used) when it is
+    missing, unreadable, not JSON or JSON of another shape (a list, `null`, `resumes` not a
+    list)."""
     try:
-        original = json.loads(Path(config_path).read_text())
-    except (OSError, ValueError):
+        record = json.loads(Path(config_path).read_text())
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable ({type(exc).__name__})"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    if not isinstance(record.get("resumes", []), list):
+        return None, "its 'resumes' is not a list"
+    return record, None
+
+
+def resumed_record(config_path: Path, record: dict) -> dict:
+    """config.json of a resumed run: the original record, plus one entry per resumption. One
+    that cannot be used (damaged, of another shape) is replaced by `record`, said so; a run
+    folder copied or renamed keeps its record under the folder's name, and starts a W&B run of
+    its own (the original's may still be going on)."""
+    original, problem = read_record(config_path)
+    if original is None:
+        if problem != "missing":
+            print(
+                f"warning: {config_path} is {problem}: written anew from the checkpoint's "
+                "arguments and this command",
+                file=sys.stderr,
+            )
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
     keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
+    if original.get("run_name") != record["run_name"]:
+        resumes[-1]["run_name_was"] = original.get("run_name")
+        original["run_name"] = record["run_name"]
+        original.pop("wandb_id", None)
     return original
 
 
@@ -259,12 +314,25 @@ def mark_stopped(config_path: Path, signal: str, global_step: int) -> None:
     """Records in config.json that the run stopped on a signal, its checkpoint written at
     `global_step`: the report then calls it stopped at once, not still running (a resumption
     rewrites config.json without it)."""
-    try:
-        record = json.loads(Path(config_path).read_text())
-    except (OSError, ValueError):
+    update_record(config_path, stopped={"signal": signal, "global_step": global_step})
+
+
+def mark_finished(config_path: Path, global_step: int) -> None:
+    """Records in config.json that the run is over, the steps after training (model file,
+    evaluation, upload) done: a resume has nothing left to do."""
+    update_record(config_path, finished={"global_step": global_step})
+
+
+def update_record(config_path: Path, **entries: dict) -> None:
+    """Sets `entries` (each with the time added) in config.json; a config.json that cannot be
+    read or written is left as it is (a full disk: the report then tells a stop by the logs'
+    age, as before)."""
+    record, _ = read_record(config_path)
+    if record is None:
         return
-    record["stopped"] = {"signal": signal, "global_step": global_step, "time": time.time()}
+    for key, value in entries.items():
+        record[key] = {**value, "time": time.time()}
     try:
         atomic_write_bytes(config_path, json.dumps(record, indent=2).encode())
-    except OSError:  # (a full disk: the report then tells a stop by the logs' age, as before)
+    except OSError:
         pass

@@ -242,11 +242,12 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 FLOORS = {
     "base": [
         "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "benchmark", "distributed",
+        "scripts", "compile", "atari_wrappers", "benchmark", "distributed", "ranks",
+        "torchrun",
     ],
     "tools": ["evals", "report", "convert", "tuner"],
     "hub": ["huggingface", "enjoy"],
-    "lifecycle": ["resume", "run", "after_training", "faults"],
+    "lifecycle": ["resume", "run", "after_training", "faults", "stops"],
 }  # fmt: skip
 
 

@@ -69,23 +69,24 @@ def fake_sbatch(tmp_path, monkeypatch):
 
 
 def test_each_run_logs_to_a_file_named_after_its_env_and_seed(tmp_path):
+    # (ALE's own spelling of an id has a `/`: the log's name spells it `+`)
     code = "import sys; print('ran with', *sys.argv[1:])"
     result = launch(
-        "--env-ids", "Pong-v5", "Breakout-v5", "--num-seeds", "2", "--workers", "2",
+        "--env-ids", "Pong-v5", "ALE/Breakout-v5", "--num-seeds", "2", "--workers", "2",
         "--log-dir", "logs", "--command", python_command(code), "--no-auto-tag",
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
     assert logs == [
-        "Breakout-v5__seed1.log",
-        "Breakout-v5__seed2.log",
+        "ALE+Breakout-v5__seed1.log",
+        "ALE+Breakout-v5__seed2.log",
         "Pong-v5__seed1.log",
         "Pong-v5__seed2.log",
     ]
-    for env_id in ("Pong-v5", "Breakout-v5"):
+    for env_id in ("Pong-v5", "ALE/Breakout-v5"):
         for seed in (1, 2):
-            log = (tmp_path / "logs" / f"{env_id}__seed{seed}.log").read_text()
+            log = (tmp_path / "logs" / benchmark.log_name(env_id, seed)).read_text()
             assert log == f"ran with --env-id {env_id} --seed {seed}\n"
             assert f"[start]  {env_id} seed {seed}" in result.stdout
             assert f"[done]   {env_id} seed {seed}" in result.stdout
@@ -538,11 +539,40 @@ def test_help_names_the_command_as_it_is_typed(tmp_path):
         (["--env-ids", "Pong-v5", "Pong-v5"], "--env-ids lists Pong-v5 more than once"),
         (["--command", "python 'unclosed"], "cannot be parsed"),
         (["--slurm-total-cpus", "0"], "--slurm-total-cpus must be positive, got 0"),
+        (["--env-ids", "../escaped"], "--env-ids: '../escaped' can never be an env id"),
+        (["--env-ids", "/tmp/x"], "--env-ids: '/tmp/x' can never be an env id"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, monkeypatch, capsys, flags, message):
     monkeypatch.chdir(tmp_path)
-    assert message in expect_usage_error([*flags, "--no-auto-tag"], capsys)
+    assert message in expect_usage_error(["--workers", "1", *flags, "--no-auto-tag"], capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_log_names_spell_every_id_as_one_file_of_its_own():
+    ids = ["ALE/Breakout-v5", "ALE+Breakout-v5", "ALE%2FBreakout-v5", "..", ".hidden", "a/b/c"]
+    names = [benchmark.log_name(env_id, 1) for env_id in ids]
+    assert names[0] == "ALE+Breakout-v5__seed1.log" and len(set(names)) == len(names)
+    assert all("/" not in n and not n.startswith(".") for n in names)
+
+
+@pytest.mark.parametrize("where", ["a file", "a folder under a file"])
+def test_a_log_dir_that_cannot_take_files_is_one_line_and_exit_code_74(
+    tmp_path, monkeypatch, capsys, where
+):
+    monkeypatch.chdir(tmp_path)
+    Path("taken").write_text("not a folder")
+    log_dir = "taken" if where == "a file" else "taken/logs"
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(
+            ["--workers", "1", "--log-dir", log_dir, "--command", "true", "--no-auto-tag"]
+        )
+    out = capsys.readouterr()
+    assert exit_info.value.code == 74 and out.out == "", out
+    assert (
+        out.err
+        == f"error: --log-dir {log_dir}: cannot write there: taken is a file, not a folder\n"
+    )
 
 
 def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
@@ -577,6 +607,7 @@ def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
         ("torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_envpool_multigpu.py", 2),
         ("/opt/venv/bin/torchrun --nproc-per-node 4 cleanrl/ppo_atari_multigpu.py", 4),
         ("python -m torch.distributed.run --nproc_per_node 3 x.py", 3),
+        ("python -m cleanrl_utils.torchrun --standalone --nproc-per-node=2 x.py", 2),
         ("python x.py --nproc-per-node 3", 1),  # a flag of the script, not of torchrun
     ],
 )

@@ -3,7 +3,10 @@
 The key proof: 2 gloo ranks, real processes, each holding half the envs of a rollout, end a whole
 update (every epoch and minibatch) with the parameters that the single-process sibling script
 reaches on the whole rollout, to float tolerance: once with no gradient clipped and once with every
-minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own).
+minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own). The
+same processes then put a rank's permutation generator one draw out of step: the stop agreement
+catches it. In process: what the ranks compare at the start, the backend's default, `--compile`
+refused with several ranks, the permutation generator and its older checkpoints.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from update_rank import (
     make_case,
 )
 
-from cleanrl_utils.distributed import Distributed
+from cleanrl_utils.checkpoint import decode_tree, encode_tree
+from cleanrl_utils.distributed import Distributed, default_backend
+from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement
 from cleanrl_utils.scripts import load_script
 
 SIBLINGS = {"ppo_atari_envpool_multigpu": "ppo_atari_envpool", "ppo_atari_multigpu": "ppo_atari"}
@@ -66,28 +71,44 @@ def single_process_update(name: str, case: str, monkeypatch):
     return agent.state_dict(), {k: float(v.detach()) for k, v in stats.items()}, norms
 
 
+@pytest.fixture(scope="module")
+def rank_results(tmp_path_factory):
+    """What each rank of update_rank.py saved, for both scripts: 2 gloo ranks each, all at once."""
+    tmp_path, world_size = tmp_path_factory.mktemp("ranks"), 2
+    procs = {}
+    for name in SIBLINGS:
+        port = free_port()
+        procs[name] = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(REPO_ROOT / "tests" / "update_rank.py"),
+                    name,
+                    str(tmp_path / f"{name}_{r}.pt"),
+                ],
+                cwd=tmp_path,
+                env=rank_env(tmp_path, r, world_size, port),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for r in range(world_size)
+        ]
+    results = {}
+    for name, ranks in procs.items():
+        outputs = [p.communicate(timeout=180)[0] for p in ranks]
+        saved = [tmp_path / f"{name}_{r}.pt" for r in range(world_size)]
+        assert all(path.exists() for path in saved), "\n".join(outputs)
+        results[name] = [
+            torch.load(path) | {"ended": (p.returncode, out)}
+            for path, p, out in zip(saved, ranks, outputs)
+        ]
+    return results
+
+
 @pytest.mark.parametrize("name", list(SIBLINGS))
-def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, tmp_path, monkeypatch):
-    port, world_size = free_port(), 2
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(REPO_ROOT / "tests" / "update_rank.py"),
-                name,
-                str(tmp_path / f"{r}.pt"),
-            ],
-            cwd=tmp_path,
-            env=rank_env(tmp_path, r, world_size, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(world_size)
-    ]
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)
-    ranks = [torch.load(tmp_path / f"{r}.pt") for r in range(world_size)]
+def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, rank_results, monkeypatch):
+    ranks = rank_results[name]
     for case, (max_grad_norm, lr) in CASES.items():
         expected_params, expected_stats, norms = single_process_update(name, case, monkeypatch)
         # the clipped case clips every minibatch's gradient, the unclipped one none
@@ -109,6 +130,19 @@ def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, tmp_path, mo
             assert torch.equal(ranks[0][case]["params"][key], ranks[1][case]["params"][key]), key
 
 
+@pytest.mark.parametrize("name", list(SIBLINGS))
+def test_a_rank_whose_permutation_generator_is_out_of_step_is_caught_in_the_stop_agreement(
+    name, rank_results
+):
+    for rank in rank_results[name]:
+        assert rank["in step"] is None  # no stop signal, the same generator: the run goes on
+        code, said = rank["ended"]  # then rank 1 drew once more: both stop there
+        last = said.strip().splitlines()[-1]
+        assert code == 1 and "Traceback" not in said, said
+        assert last.startswith("error: the ranks' minibatch permutations differ"), said
+        assert "on rank 0" in last and "on rank 1" in last, said
+
+
 def test_the_ranks_minibatches_together_are_the_single_process_minibatch():
     args = make_args(local_num_envs=NUM_ENVS // 2)
     batch = NUM_STEPS * NUM_ENVS
@@ -124,3 +158,74 @@ def test_the_ranks_minibatches_together_are_the_single_process_minibatch():
             mine = global_ids[:, rank * 2 : (rank + 1) * 2].reshape(-1)  # its flattened rollout
             union += mine[local].tolist()
         assert sorted(union) == sorted(mb.tolist())
+
+
+def test_the_ranks_disagreement_names_each_difference_with_the_ranks_holding_each_value():
+    agree = {"the script": "s.py (sha256 ab)", "--learning-rate": 0.00025, "--seed": 1}
+    assert disagreement([agree, dict(agree)]) is None
+    views = [agree, agree | {"--learning-rate": 0.5}, agree, agree | {"--seed": 7}]
+    line = disagreement(views)
+    assert line.startswith(
+        "the ranks disagree on --learning-rate: 0.00025 on ranks 0, 2, 3, 0.5 on rank 1; "
+        "--seed: 1 on ranks 0, 1, 2, 7 on rank 3"
+    ), line
+    many = [agree | {f"--x{i}": 0 for i in range(5)}, agree | {f"--x{i}": 1 for i in range(5)}]
+    assert "--x2: 0 on rank 0, 1 on rank 1; 2 more" in disagreement(many)
+
+
+def test_nccl_is_the_default_on_cuda_devices_and_gloo_elsewhere_and_backend_overrides():
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert default_backend("auto", cuda) == "nccl" and default_backend("auto", cpu) == "gloo"
+    assert default_backend("gloo", cuda) == "gloo" and default_backend("nccl", cpu) == "nccl"
+
+
+@pytest.mark.parametrize("switch", ["compile", "cudagraphs"])
+def test_compile_with_several_ranks_is_refused_in_one_line(switch, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = make_args(local_num_envs=2)
+    setattr(args, switch, True)
+    with pytest.raises(SystemExit) as exc:
+        Distributed(args)
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: --{switch} runs one process only for now (2 here)"), line
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: compiled as before
+    assert Distributed(args).world_size == 1
+
+
+def test_the_permutation_generator_draws_the_global_generators_permutations_and_checkpoints():
+    np.random.seed(5)
+    expected = [np.random.permutation(8) for _ in range(3)]
+    shuffle, inds = Shuffle(5), np.arange(8)
+    got = []
+    for _ in range(3):
+        inds = np.arange(8)
+        shuffle(inds)
+        got.append(inds)
+    assert all((a == b).all() for a, b in zip(got, expected))
+    saved = decode_tree(encode_tree(shuffle.state_dict()))
+    again = Shuffle(0)
+    again.load_state_dict(saved)
+    assert again.digest() == shuffle.digest() != Shuffle(5).digest()
+    a, b = np.arange(8), np.arange(8)
+    shuffle(a), again(b)
+    assert (a == b).all()
+
+
+def test_a_checkpoint_of_before_the_permutation_generator_goes_on_with_its_permutations():
+    """Such a checkpoint holds the global NumPy generator's state, which drew the permutations."""
+    np.random.seed(9)
+    np.random.permutation(16)  # the permutations drawn before the checkpoint
+    payload = decode_tree(
+        encode_tree({"state": {}, "ranks_rng": [{}, {"numpy": np.random.get_state()}]})
+    )
+    expected = np.random.permutation(16)  # what the run would have drawn next
+    adopt_old_shuffle(payload, rank=1)
+    shuffle = Shuffle(0)
+    shuffle.load_state_dict(payload["state"]["shuffle"])
+    inds = np.arange(16)
+    shuffle(inds)
+    assert (inds == expected).all()
+    newer = {"state": {"shuffle": Shuffle(4).state_dict()}, "rng": {"numpy": np.random.get_state()}}
+    adopt_old_shuffle(newer, rank=0)  # a checkpoint that has one keeps it
+    assert (newer["state"]["shuffle"]["key"] == Shuffle(4).state_dict()["key"]).all()

@@ -123,3 +123,27 @@ def test_the_install_commands_are_the_requirements_files_own():
         assert command in readme, f"README.md does not show {command}"
     declared = set(extras.EXTRA_OF.values())
     assert declared <= set(extras.INSTALL)
+
+
+def test_capture_video_without_the_video_extra_is_refused_before_any_work(
+    tmp_path, monkeypatch, capsys
+):
+    """The videos are recorded after training (hours, for a long run): the flag's extra is
+    checked when the run is made, in-process with the same finder as the other tests."""
+    from cleanrl.ppo_atari_envpool import Args
+    from cleanrl_utils.run import Run
+
+    monkeypatch.setenv("CLEANRL_TEST_MISSING", "imageio_ffmpeg")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # (given back after the test)
+    monkeypatch.delitem(sys.modules, "imageio_ffmpeg", raising=False)
+    exec(BLOCKER, {})
+    with pytest.raises(SystemExit) as exit_info:
+        Run(Args(capture_video=True), "ppo_atari_envpool.py", runs_dir=str(tmp_path / "runs"))
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "error: --capture-video needs the `video` extra (no module named 'imageio_ffmpeg'); "
+        f"install it from the repository root with: {extras.INSTALL['video']}"
+    )
+    assert not (tmp_path / "runs").exists()
+    Run(Args(), "ppo_atari_envpool.py", runs_dir=str(tmp_path / "runs"))  # (no video: no need)

@@ -299,7 +299,7 @@ def test_a_name_is_refused_or_read_back(exp_name, env_id):
 
 def test_an_env_id_with_a_namespace_names_one_folder_and_is_found_again(tmp_path):
     """`ALE/Pong-v5` (ALE's spelling, which the ALE vector script takes): its run folder is
-    `ALE-Pong-v5__...`, one folder under `runs/`; config.json keeps the id as given, and
+    `ALE+Pong-v5__...`, one folder under `runs/`; config.json keeps the id as given, and
     `--resume auto` (`find_runs`) finds the folder by the id as given."""
     from cleanrl_utils.run import Run
 
@@ -307,7 +307,7 @@ def test_an_env_id_with_a_namespace_names_one_folder_and_is_found_again(tmp_path
     args = parse_args(envpool_script.Args, argv)
     with Run(args, str(SCRIPT), runs_dir=str(tmp_path / "runs"), argv=argv) as run:
         run.start()
-        assert run.dir.parent == tmp_path / "runs" and run.name.startswith("ALE-Pong-v5__ns__1__")
+        assert run.dir.parent == tmp_path / "runs" and run.name.startswith("ALE+Pong-v5__ns__1__")
         assert json.loads((run.dir / "config.json").read_text())["args"]["env_id"] == "ALE/Pong-v5"
         assert find_runs(tmp_path / "runs", "ALE/Pong-v5", "ns", 1) == [run.dir]
         assert find_runs(tmp_path / "runs", "Pong-v5", "ns", 1) == []  # another id, other runs

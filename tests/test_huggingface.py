@@ -315,3 +315,72 @@ def test_upload_model_without_a_token_makes_nothing(tmp_path):
     env = script_env(tmp_path, HF_TOKEN="", HF_HOME=str(tmp_path / ".hf"))
     proc = run_script([*UPLOAD], tmp_path, env=env, timeout=120)
     assert_usage_error(proc, tmp_path, ["--upload-model", "token"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools' faults (docs/faults.md, "the tools"): a config.json or an args.json of the wrong
+# shape is one `error:` line naming the file and what is wrong
+
+
+def one_error_line(capsys, main, argv: list[str]) -> str:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), out
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"args": {"exp_name": "ppo", "seed": 1}}, "its arguments have no `env_id`"),
+        ({"args": {"env_id": "Breakout-v5", "seed": 1}}, "its arguments have no `exp_name`"),
+        ({"args": {"env_id": "Breakout-v5", "exp_name": "ppo", "seed": "1"}}, "its `seed` is '1'"),
+        ({"args": {"env_id": ["B"], "exp_name": "ppo", "seed": 1}}, "its `env_id` is ['B']"),
+        (
+            {"args": {"env_id": "Breakout-v5", "exp_name": "ppo", "seed": 1}, "command": 5},
+            "its `command` is 5, not a list",
+        ),
+    ],
+)
+def test_a_push_of_a_config_json_of_the_wrong_shape_is_one_error_line(
+    tmp_path, capsys, config, message
+):
+    import json
+
+    from cleanrl_utils.huggingface.push import main
+
+    run = tmp_path / "runs" / "Breakout-v5__ppo__1__1700000000"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(config))
+    argv = [str(run), "--dry-run", "--output-dir", str(tmp_path / "repo")]
+    line = one_error_line(capsys, main, argv)
+    assert line.startswith(f"error: {run}/config.json: {message}"), line
+    assert not (tmp_path / "repo").exists()
+
+
+@pytest.mark.parametrize("args", [[1, 2], "Breakout-v5", None])
+def test_enjoy_of_an_args_json_whose_args_is_not_an_object_is_one_error_line(
+    tmp_path, capsys, args
+):
+    import json
+
+    import torch
+
+    import cleanrl.ppo_atari_envpool as torch_script
+    from cleanrl_utils.enjoy import main
+    from cleanrl_utils.evals.files import save_torch_model
+
+    name = "ppo_atari_envpool.cleanrl_model"
+    save_torch_model(
+        tmp_path / name, torch.nn.Linear(2, 1), torch_script.Args(), torch_script.__file__
+    )
+    info = {"script": "ppo_atari_envpool", "model": name, "args": args}
+    (tmp_path / "args.json").write_text(json.dumps(info))
+    line = one_error_line(capsys, main, ["--model-path", str(tmp_path)])
+    assert line == (
+        f"error: {tmp_path}: args.json is not one written by --upload-model "
+        f'(its "args" is {args!r}, not an object)'
+    )

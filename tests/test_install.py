@@ -94,3 +94,15 @@ def test_requires_python_is_what_the_docs_say():
         text = page.read_text()
         assert f'`requires-python = "{spec}"`' in text, page.name
         assert "tested on Python 3.11" in text, page.name
+
+
+def test_the_docs_write_the_install_command_of_the_newer_pythons_with_every_extra():
+    """Python 3.12 and 3.13 install the ranges (no pins) with every extra, written out as a
+    command in the README and on the install page, with what it downloads."""
+    extras = set(PYPROJECT["optional-dependencies"])
+    for page in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "installation.md"):
+        text = page.read_text()
+        commands = re.findall(r'pip install -e "\.\[([a-z,]+)\]"', text)
+        assert any(set(c.split(",")) == extras for c in commands), (page.name, commands)
+        assert "5.2 GB" in text and "337 MB" in text and "matplotlib" in text, page.name
+    assert "about 3 GB" not in (REPO_ROOT / "docs" / "installation.md").read_text()

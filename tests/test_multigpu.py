@@ -5,6 +5,7 @@ the single-process update in test_distributed.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -30,6 +31,7 @@ from ports import free_port
 from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+from cleanrl_utils.report.runlogs import load_run
 
 ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
 GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
@@ -84,9 +86,24 @@ def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.
     return proc
 
 
-def torchrun(script: Path, args: list[str], nproc: int = 2, launcher: list[str] | None = None):
+def torchrun(
+    script: Path,
+    args: list[str],
+    nproc: int = 2,
+    launcher: list[str] | None = None,
+    module: str = "torch.distributed.run",
+):
     launcher = launcher or ["--standalone", f"--nproc_per_node={nproc}"]
-    return [sys.executable, "-m", "torch.distributed.run", *launcher, str(script), *args]
+    return [sys.executable, "-m", module, *launcher, str(script), *args]
+
+
+def ours(script: Path, args: list[str], launcher: list[str] | None = None) -> list[str]:
+    """`python -m cleanrl_utils.torchrun`: torchrun that exits with the run's code."""
+    return torchrun(script, args, launcher=launcher, module="cleanrl_utils.torchrun")
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    return proc.stderr.strip().splitlines()[-1]
 
 
 def rank_command(script: Path, args: list[str]) -> list[str]:
@@ -306,25 +323,125 @@ def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGUSR1 to rank 1", "Ctrl-C to torchrun"])
 def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
-    proc = start(torchrun(ENVPOOL, envpool_args(40)), tmp_path)
+    proc = start(ours(ENVPOOL, envpool_args(40)), tmp_path)
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
     if how == "SIGUSR1 to rank 1":
         os.kill(worker_pids(proc.pid)[1], signal.SIGUSR1)  # one rank only: the ranks agree
     else:
         os.kill(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: torchrun passes it on
     done = finish_script(proc, timeout=120)
-    output = done.stdout + done.stderr
     (run_dir,) = run_dirs(tmp_path)
     (newest, *_) = list_checkpoints(run_dir)
     stopped = read_checkpoint(newest)
     assert 2 <= stopped["iteration"] < 40 and len(stopped["ranks_rng"]) == 2
-    if how == "SIGUSR1 to rank 1":  # torchrun's report of its workers' exit codes
-        assert output.count("exitcode  : 75") == 2, describe(done)
-    else:  # torchrun stops on the signal, reporting no codes: rank 0 says its own
-        line = f"Ctrl-C: checkpoint of iteration {stopped['iteration']} written"
-        assert line in output and "exiting with code 130" in output, describe(done)
+    # the run's exit code, not torchrun's 1; its last line names the resume command
+    code, name = (75, "SIGUSR1") if how == "SIGUSR1 to rank 1" else (130, "Ctrl-C")
+    assert done.returncode == code, describe(done)
+    assert last_line(done) == (
+        f"{name}: checkpoint of iteration {stopped['iteration']} written to {newest.relative_to(tmp_path)}; "
+        f"exiting with code {code} (continue with: python -m cleanrl_utils.torchrun ... "
+        f"{ENVPOOL} --resume {run_dir.relative_to(tmp_path)})"
+    ), describe(done)
+    assert "Traceback" not in done.stdout + done.stderr, describe(done)
     steps = [s for s, _ in read_scalars(run_dir)["losses/value_loss"]]
     assert steps[-1] == stopped["global_step"]  # rank 0 went no further than the checkpoint
+
+
+@pytest.mark.slow
+@in_background  # (it mostly waits on the ranks' start)
+def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_resume_advice(
+    tmp_path,
+):
+    args = [*envpool_args(400), "--checkpoint-every", "0"]
+    proc = start(ours(ENVPOOL, args), tmp_path)
+    wait_for("runs/*/events.out.tfevents.*", tmp_path, proc)
+    time.sleep(1)
+    os.kill(worker_pids(proc.pid)[1], signal.SIGKILL)
+    done = finish_script(proc, timeout=60)
+    assert done.returncode == 1, describe(done)
+    assert "rank 1: killed by SIGKILL" in done.stderr, describe(done)
+    assert last_line(done).startswith("error: rank 0: lost rank 1 of 2"), describe(done)
+    assert last_line(done).endswith("no checkpoint was written yet: the run must start again")
+    assert "--resume" not in done.stderr and "Traceback" not in done.stderr, describe(done)
+    (run_dir,) = run_dirs(tmp_path)
+    assert list_checkpoints(run_dir) == []
+    stopped = json.loads((run_dir / "config.json").read_text())["stopped"]
+    assert stopped["signal"] == "the loss of rank 1", stopped
+    log = load_run(run_dir, running_minutes=10.0, now=time.time())  # not "still running"
+    assert log.status == "stopped", log.problems
+    assert any("stopped by the loss of rank 1" in note for note in log.problems), log.problems
+
+
+@pytest.mark.slow
+@in_background
+def test_two_loopback_nodes_that_disagree_stop_before_any_env_with_one_line_and_exit_2(tmp_path):
+    port = free_port()
+    nodes = [
+        "--nnodes=2",
+        "--nproc_per_node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        "--rdzv-id=disagree",
+    ]
+    args = envpool_args(2)
+    second = [*args, "--learning-rate", "0.5", "--local-num-envs", "3"]  # (the last one counts)
+    procs = [start(ours(ENVPOOL, a, nodes), tmp_path) for a in (args, second)]
+    done = [finish_script(p, timeout=120) for p in procs]
+    expected = (
+        "error: the ranks disagree on --learning-rate: 0.00025 on rank 0, 0.5 on rank 1; "
+        "--local-num-envs: 2 on rank 0, 3 on rank 1"
+    )
+    for node in done:
+        errors = [line for line in node.stderr.splitlines() if line.startswith("error:")]
+        assert node.returncode == 2 and len(errors) == 1, describe(node)
+        assert last_line(node).startswith(expected), describe(node)
+        assert "Traceback" not in node.stderr, describe(node)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp_path):
+    """--resume auto: rank 0 finds the run, rank 1 (another folder: another node's view) does
+    not and would start a new one; both stop at once, naming the difference. --resume RUN: rank
+    1 cannot read it and stops before joining; the other node's rank stops at once too (it
+    used to wait for it until the process group's timeout)."""
+    straight_cwd, proc = runs["two"]
+    assert proc.returncode == 0, describe(proc)
+    (straight,) = run_dirs(straight_cwd)
+    sees, blind = tmp_path / "sees", tmp_path / "blind"
+    blind.mkdir()
+    shutil.copytree(straight, sees / "runs" / straight.name)
+    (sees / "runs" / straight.name / "checkpoint_0000004.ckpt").unlink()
+    port, args = free_port(), [*envpool_args(4), "--resume", "auto"]
+    ranks = [
+        start(rank_command(ENVPOOL, args), cwd, rank_env(cwd, r, port))
+        for r, cwd in enumerate((sees, blind))
+    ]
+    started = time.time()
+    done = [finish_script(p, timeout=120) for p in ranks]
+    assert time.time() - started < 60
+    for rank in done:
+        assert rank.returncode == 2, describe(rank)
+        line = last_line(rank)
+        assert line.startswith("error: the ranks disagree on the resume target: "), line
+        assert f"{straight.name}, iteration 2 on rank 0, none (a new run) on rank 1" in line
+    assert list(blind.iterdir()) == []
+
+    nodes = [
+        "--nnodes=2",
+        "--nproc_per_node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--rdzv-id=blind",
+    ]
+    explicit = ["--resume", f"runs/{straight.name}"]
+    procs = [start(ours(ENVPOOL, explicit, nodes), cwd) for cwd in (sees, blind)]
+    started = time.time()
+    done = [finish_script(p, timeout=120) for p in procs]
+    assert time.time() - started < 60
+    assert [node.returncode for node in done] == [2, 2], describe(done[0]) + describe(done[1])
+    assert "no such run folder" in last_line(done[1]), describe(done[1])
+    assert last_line(done[0]).endswith("stopped before joining (it says why)"), describe(done[0])
 
 
 @pytest.mark.slow

@@ -309,7 +309,7 @@ def test_after_a_lost_life_envpool_presses_fire_and_ale_plays_the_agents_action(
 @in_background  # four process starts in a row, mostly waiting
 def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
     """The lifecycle with ALE's spelling of the id, `ALE/Breakout-v5` (the run folder is
-    `ALE-Breakout-v5__...`): Ctrl-C after the first iteration (exit code 130, a checkpoint);
+    `ALE+Breakout-v5__...`): Ctrl-C after the first iteration (exit code 130, a checkpoint);
     `--resume auto` finds the run by the id as given and finishes it, tracked with W&B
     (offline), saves the model, plays an evaluation game and records it in full colour; the
     evaluator (given the run folder) and `enjoy` (given the model file) play it again; the
@@ -335,7 +335,7 @@ def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
     stopped = finish_script(proc, timeout=120)
     assert stopped.returncode == INTERRUPTED, describe(stopped)
     (run_dir,) = run_dirs(tmp_path)
-    assert re.fullmatch(r"ALE-Breakout-v5__ppo_atari_ale_vector__1__\d+", run_dir.name)
+    assert re.fullmatch(r"ALE\+Breakout-v5__ppo_atari_ale_vector__1__\d+", run_dir.name)
     config = json.loads((run_dir / "config.json").read_text())
     assert config["args"]["env_id"] == "ALE/Breakout-v5"
     assert list(run_dir.glob("checkpoint_*.ckpt")) and not (tmp_path / "videos").exists()

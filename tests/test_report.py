@@ -43,12 +43,14 @@ def make_run(
     minutes: float = 10.0,
     config: bool = True,
     started: int = 1700000000,
+    record: dict | None = None,
 ) -> Path:
     """A run folder as the scripts write it: `config.json` and one event file with
     `charts/episodic_return` (the games spread evenly over the run), a `charts/SPS` and a
     `losses/value_loss` every 1024 steps, and wall times spread over `minutes` from the
     writer's start. `budget` (default: `total_steps`) is the step budget in `config.json`;
-    `started`, the start time in the run's name."""
+    `started`, the start time in the run's name; `record`, more of config.json (the command
+    is `cleanrl/{script}.py` unless it says otherwise)."""
     from torch.utils.tensorboard import SummaryWriter
 
     name = f"{file_env_id(env_id)}__{script}__{seed}__{started}"
@@ -71,7 +73,13 @@ def make_run(
         budget = budget or total_steps
         args = {"exp_name": script, "env_id": env_id, "seed": seed, "total_timesteps": budget}
         args.update(batch_size=1024, num_iterations=budget // 1024)
-        record = {"run_name": name, "args": args, "git": {"commit": "0123456789abcdef"}}
+        record = {
+            "run_name": name,
+            "args": args,
+            "command": [f"cleanrl/{script}.py"],
+            "git": {"commit": "0123456789abcdef"},
+            **(record or {}),
+        }
         (run_dir / "config.json").write_text(json.dumps(record))
     return run_dir
 
@@ -148,9 +156,10 @@ def test_learning_curves_are_images_with_one_panel_per_env(synthetic):
     root, out, _ = synthetic
     expected = {
         "curves_ppo_atari.png": 1,  # BreakoutNoFrameskip-v4
-        "curves_ppo_atari_envpool.png": 2,  # Breakout-v5, Pong-v5
+        # Breakout-v5, Pong-v5: the set of two scripts, named after both
+        "curves_ppo_atari_envpool+ppo_atari_envpool_xla_jax.png": 2,
         "curves_ppo_atari_wallclock.png": 1,
-        "curves_ppo_atari_envpool_wallclock.png": 2,
+        "curves_ppo_atari_envpool+ppo_atari_envpool_xla_jax_wallclock.png": 2,
     }
     assert sorted(p.name for p in out.glob("*.png")) == sorted(expected)
     for name, panels in expected.items():
@@ -191,7 +200,7 @@ def test_per_script_pages(synthetic):
     assert page.startswith("# `ppo_atari_envpool`: benchmark")
     assert ["Breakout-v5", "15.00 ± 5.00"] in table_rows(page)
     assert ["Pong-v5", "13.00", "500.00"] in table_rows(page)
-    assert "](curves_ppo_atari_envpool.png)" in page
+    assert "](curves_ppo_atari_envpool+ppo_atari_envpool_xla_jax.png)" in page
 
 
 def test_event_reader_matches_tensorboard(synthetic):
@@ -300,7 +309,7 @@ def test_folders_without_runs_are_one_error_line_and_write_nothing(tmp_path, cap
 
 
 def test_a_run_of_ales_spelling_is_reported_under_the_id_it_was_given(tmp_path):
-    """`ALE/Breakout-v5` (ppo_atari_ale_vector.py), in the folder `ALE-Breakout-v5__...`: the
+    """`ALE/Breakout-v5` (ppo_atari_ale_vector.py), in the folder `ALE+Breakout-v5__...`: the
     report reads the id from config.json, not from the folder's name."""
     make_run(tmp_path / "runs", "ppo_atari_ale_vector", "ALE/Breakout-v5", 1, [4.0, 6.0])
     make_run(tmp_path / "runs", "ppo_atari_ale_vector", "ALE/Breakout-v5", 2, [8.0])
@@ -662,3 +671,96 @@ def test_the_headers_count_the_seeds_that_make_a_cell_in_numeric_order_and_the_c
     from cleanrl_utils.report.plots import seeds_averaged
 
     assert seeds_averaged(rep, "ppo_atari_envpool", ["Breakout-v5"]) == "mean of 2 seeds"
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools' faults (docs/faults.md, "the tools")
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()}
+
+
+def test_exp_names_from_config_json_name_files_only_inside_the_output_folder(tmp_path):
+    root = tmp_path / "shared" / "runs"
+    escapes = {"../../x": "%2E.+..+x.md", str(tmp_path / "abs"): file_name_of(tmp_path / "abs")}
+    for seed, exp_name in enumerate(escapes, 1):
+        run = make_run(root, "ppo_atari_envpool", "Breakout-v5", seed, [5.0])
+        record = json.loads((run / "config.json").read_text())
+        record["args"]["exp_name"] = exp_name
+        (run / "config.json").write_text(json.dumps(record))
+    before = files_under(tmp_path)
+    out = tmp_path / "shared" / "out"
+    assert run_report(out, root) == 0
+    assert {p for p in files_under(tmp_path) - before if out not in p.parents} == set()
+    written = {p.name for p in out.iterdir()}
+    assert set(escapes.values()) <= written, written
+
+
+def file_name_of(path: Path) -> str:
+    return "+" + "+".join(path.parts[1:]) + ".md"
+
+
+def test_a_seed_whose_return_is_nan_is_left_out_with_a_note_naming_it(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0, 6.0])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [2.0, 8.0])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 3, [5.0, float("nan")])
+    make_run(root, "ppo_atari_envpool", "Pong-v5", 1, [-21.0])
+    out = tmp_path / "out"
+    assert run_report(out, root) == 0
+    rows = table_rows((out / "returns.md").read_text())
+    assert ["Breakout-v5", "5.00 ± 0.00"] in rows  # seeds 1 and 2; not `nan ± nan`
+    notes = (out / "notes.md").read_text()
+    assert (
+        "`Breakout-v5__ppo_atari_envpool__3__1700000000`: 1 game of 2 with a NaN or infinite "
+        "`charts/episodic_return`: its score is not a number, so it is left out" in notes
+    )
+    assert "nan" not in (out / "report.md").read_text().replace(
+        "Breakout-v5__ppo_atari_envpool__3", ""
+    ).lower().replace("a nan or", "")
+
+
+@pytest.mark.parametrize("where", ["a file", "a folder under a file"])
+def test_an_output_folder_that_cannot_take_files_is_one_line_and_exit_code_74(
+    tmp_path, capsys, where
+):
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
+    (tmp_path / "taken").write_text("not a folder")
+    out = tmp_path / ("taken" if where == "a file" else "taken/report")
+    with pytest.raises(SystemExit) as exit_info:
+        run_report(out, root)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 74
+    assert (
+        err
+        == f"error: --output-dir {out}: cannot write there: {tmp_path / 'taken'} is a file, not a folder\n"
+    )
+
+
+def test_a_tuner_s_trials_are_drawn_in_one_file_named_after_their_script(tmp_path):
+    root = tmp_path / "runs"
+    for trial in (2, 10):
+        for seed in (1, 2):
+            make_run(
+                root,
+                f"nc-tiny-trial{trial}",
+                "Breakout-v5",
+                seed,
+                [float(trial + seed)],
+                record={
+                    "command": ["cleanrl/ppo_atari_envpool.py", "--learning-rate=0.001"],
+                    "tuner": {"study": "nc-tiny", "trial": trial, "storage": "sqlite:///t.db"},
+                },
+            )
+    out = tmp_path / "out"
+    assert run_report(out, root) == 0
+    assert sorted(p.name for p in out.glob("*.png")) == ["curves_ppo_atari_envpool.png"]
+    header = table_rows((out / "returns.md").read_text())[0]
+    assert header == ["env", "nc-tiny-trial2", "nc-tiny-trial10"]  # trials in numeric order
+    rep = report.Report(
+        report.Args(), [report.load_run(p, 10, time.time()) for p in sorted(root.iterdir())], []
+    )
+    label = report.plots.script_label(rep, "nc-tiny-trial10", ["Breakout-v5"])
+    assert label == "nc-tiny-trial10: tuner study nc-tiny, trial 10 (mean of 2 seeds)"

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -361,3 +362,94 @@ def test_report_reads_a_resumed_run_once(finished_run, tmp_path):
     assert "resumed from a checkpoint (1 time)" in run.problems
     tensorboard = read_scalars(run_dir, files=None)["charts/episodic_return"]
     assert list(run.steps) == [step for step, _ in tensorboard]
+
+
+def wait_for_output(proc, text: bytes, stream: int = 0, timeout: float = 300) -> None:
+    """Waits until `proc` has written `text` (stream 0: stdout, 1: stderr)."""
+    deadline, fd = time.time() + timeout, proc.output_files[stream].fileno()
+    while text not in os.pread(fd, 1 << 20, 0):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, f"no {text!r} after {timeout} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@in_background  # three script starts in a row, each on one core
+def test_a_stop_in_the_last_iteration_or_after_it_leaves_a_copy_that_resumes_to_its_model(
+    tmp_path,
+):
+    """SIGTERM in the last iteration of a `--save-model` run: 75, no model yet. The folder
+    copied (`cp -a`) and resumed, twice: Ctrl-C during the evaluation stops at once (130); the
+    next resume writes the model and evaluates, into the copy alone, printing its paths as the
+    first run did."""
+    name = "ppo_atari_envpool"
+    args = ["--env-id", SCRIPTS[name], "--num-envs", "2", "--num-steps", "256"]
+    args += ["--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "1024"]
+    args += ["--checkpoint-every", "0", "--save-model", "--eval-episodes", "2"]
+    proc = start_script([*args, "--max-episode-steps", "400"], tmp_path, script=script_path(name))
+    wait_for_output(proc, b"step ", stream=1)  # iteration 1 of 2 is done
+    proc.send_signal(signal.SIGTERM)
+    stopped = finish_script(proc, timeout=120)
+    assert stopped.returncode == CHECKPOINT_EXIT, describe(stopped)
+    (run_dir,) = run_dirs(tmp_path)
+    model = f"{name}.cleanrl_model"
+    assert [p.name for p in list_checkpoints(run_dir)] == ["checkpoint_0000002.ckpt"]
+    assert json.loads((run_dir / "config.json").read_text())["finished"] is None
+    original = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+
+    copy = f"runs/{run_dir.name}-copy"
+    subprocess.run(["cp", "-a", f"runs/{run_dir.name}", copy], cwd=tmp_path, check=True)
+    proc = start_script(["--resume", copy], tmp_path, script=script_path(name))
+    wait_for_output(proc, b"evaluating on 2 games")
+    proc.send_signal(signal.SIGINT)
+    interrupted = finish_script(proc, timeout=60)
+    assert interrupted.returncode == INTERRUPTED_EXIT, describe(interrupted)
+    (line,) = interrupted.stderr.strip().splitlines()
+    assert line.startswith("received Ctrl-C during the steps after training: stopping now")
+    assert line.endswith(f"--resume {copy}")
+
+    resumed = run_script(["--resume", copy], tmp_path, script=script_path(name))
+    assert resumed.returncode == 0, describe(resumed)
+    assert f"resuming {run_dir.name}-copy from {copy}/checkpoint_0000002.ckpt (the steps" in (
+        resumed.stdout
+    )
+    assert f"logging to {copy}/ (see it with: tensorboard --logdir runs)" in resumed.stdout
+    assert (tmp_path / copy / model).is_file() and not (run_dir / model).exists()
+    assert len(read_scalars(tmp_path / copy, files=None)["eval/episodic_return"]) == 2
+    assert json.loads((tmp_path / copy / "config.json").read_text())["finished"]
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == original  # untouched
+    assert run_dirs(tmp_path) == [run_dir, tmp_path / copy]
+
+
+STARTUP_STOPS = {  # signal: when (seconds after the start, or after the first line)
+    signal.SIGTERM: 1.5,
+    signal.SIGINT: 3.0,
+    signal.SIGUSR1: "first line",
+}
+
+
+@pytest.mark.slow
+@in_background  # mostly waits: for the moments to signal, and for one script's imports
+def test_a_stop_during_start_up_ends_the_run_in_one_line_with_75_or_130(tmp_path):
+    """While a script imports torch, EnvPool and JAX (seconds), and while its envs are built:
+    SIGTERM and SIGUSR1 end it with 75, which the SLURM templates requeue (not 143 or 138),
+    Ctrl-C with 130 (never swallowed by a library's callback: the run does not train on)."""
+    name, procs = "ppo_atari_envpool", {}
+    for signum in STARTUP_STOPS:
+        cwd = tmp_path / signal.Signals(signum).name
+        cwd.mkdir()
+        procs[signum] = start_script(tiny_args(name), cwd, script=script_path(name))
+    started = time.time()
+    for signum, when in sorted(STARTUP_STOPS.items(), key=lambda item: str(item[1])):
+        if when == "first line":
+            wait_for_output(procs[signum], b"\n")
+        else:
+            time.sleep(max(0.0, started + when - time.time()))
+        procs[signum].send_signal(signum)
+    for signum, proc in procs.items():
+        done = finish_script(proc, timeout=120)
+        code = INTERRUPTED_EXIT if signum == signal.SIGINT else CHECKPOINT_EXIT
+        assert done.returncode == code, describe(done)
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("received ") and "before training began: stopping" in line, line
+        assert not list((tmp_path / signal.Signals(signum).name).glob("runs/*/*.ckpt"))

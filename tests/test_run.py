@@ -492,17 +492,18 @@ def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_
     )
 
 
-@pytest.mark.parametrize("when", ["before the first iteration", "after the last iteration"])
-def test_ctrl_c_outside_the_iterations_stops_at_once_without_a_traceback(tmp_path, capsys, when):
-    run = open_run(tmp_path)
+def test_ctrl_c_in_the_first_iteration_finishes_it_with_a_checkpoint_not_at_once(tmp_path, capsys):
+    """Raised where it landed, a Ctrl-C could be swallowed (JAX's gc callback): it is recorded,
+    and the first iteration ends with its checkpoint like any other (after the last iteration a
+    stop ends the process at once: `test_resume.py`)."""
+    run = open_run(tmp_path, checkpoint_every=0)
     run.restore({})
-    if when == "after the last iteration":
-        for iteration in range(1, 6):
-            run.end_iteration(iteration, 8 * iteration, [], {})
-    with pytest.raises(SystemExit) as exit_info:
-        os.kill(os.getpid(), signal.SIGINT)
-    assert exit_info.value.code == 130
-    assert "received Ctrl-C: stopping now" in capsys.readouterr().err
+    os.kill(os.getpid(), signal.SIGINT)  # no iteration has ended yet
+    run.end_iteration(1, 8, [], {"x": 1})
+    assert run.stop_requested and run.finish() == INTERRUPTED_EXIT
+    (checkpoint,) = list_checkpoints(run.dir)
+    assert read_checkpoint(checkpoint)["iteration"] == 1
+    assert "received Ctrl-C: finishing this iteration, then writing" in capsys.readouterr().err
 
 
 def test_a_flag_newer_than_the_checkpoint_takes_the_commands_value_and_says_so(tmp_path, capsys):
@@ -622,3 +623,248 @@ def test_the_report_calls_a_run_stopped_right_after_a_stop_and_running_once_resu
     resumed.restore({})  # (a resumed run writes config.json once its checkpoint is checked)
     assert "stopped" not in json.loads((resumed.dir / "config.json").read_text())
     assert load_run(run.dir, 10.0, time.time()).status == "running"
+
+
+# -- what a fault probe found at the run's edges ------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_before_training_ends_at_the_next_safe_point_in_one_line(tmp_path, capsys, signum):
+    """Once `start` has the handlers, a stop while the envs are built is recorded, and `restore`
+    (before the first iteration) ends the run: 75 for SIGTERM (requeued), 130 for Ctrl-C."""
+    run = open_run(tmp_path)
+    os.kill(os.getpid(), signum)  # handled: recorded, not raised where it lands
+    with pytest.raises(SystemExit) as exit_info:
+        run.restore({})
+    assert exit_info.value.code == (INTERRUPTED_EXIT if signum == signal.SIGINT else 75)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("received ") and "before training began: stopping" in line, line
+    assert json.loads((run.dir / "config.json").read_text())["stopped"]["global_step"] == 0
+    assert signal.getsignal(signal.SIGTERM) != run._on_stop_signal  # (handlers given back)
+
+
+def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_resume(
+    tmp_path, capsys
+):
+    run = open_run(tmp_path, save_model=True)
+    run.restore({})
+    for iteration in range(1, 5):
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    os.kill(os.getpid(), signal.SIGTERM)
+    run.end_iteration(5, 40, [], {})  # the last iteration, stopped: its checkpoint, then 75
+    assert run.stop_requested and run.finish() == CHECKPOINT_EXIT
+    config = json.loads((run.dir / "config.json").read_text())
+    assert config["finished"] is None and "stopped" in config
+    capsys.readouterr()
+    resumed = open_run(tmp_path, resume=str(run.dir))  # the resume command printed: the folder
+    assert resumed.args.save_model  # (carried on from the checkpoint, not given again)
+    assert "(the steps after training, 40 steps)" in capsys.readouterr().out
+    resumed.restore({})
+    assert resumed.after_training and range(resumed.start_iteration, 6) == range(6, 6)
+    assert resumed.finish() == 0
+    assert json.loads((run.dir / "config.json").read_text())["finished"]["global_step"] == 40
+    with pytest.raises(SystemExit) as exit_info:  # done, and recorded: nothing to do
+        Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
+    assert exit_info.value.code == 0
+    assert "has already finished (5 iterations, 40 steps): nothing to do" in capsys.readouterr().out
+
+
+def test_resume_writes_into_the_folder_named_not_the_one_its_checkpoint_records(
+    tmp_path, capsys, monkeypatch
+):
+    """A copied run folder is a run of its own, named after its folder; a loose checkpoint's
+    folder is the run folder. Paths are printed as given (relative stays relative)."""
+    monkeypatch.chdir(tmp_path)
+    run = stopped_run(Path("runs"))
+    original = {p.name: p.read_bytes() for p in run.dir.iterdir()}
+    copy = Path("runs") / f"{run.name}-copy"
+    shutil.copytree(run.dir, copy)
+    capsys.readouterr()
+    resumed = open_run(Path("runs"), resume=f"runs/{copy.name}/")
+    assert (resumed.dir, resumed.name) == (copy, copy.name)
+    assert f"logging to runs/{copy.name}/ (see it with: tensorboard --logdir runs)" in (
+        capsys.readouterr().out
+    )
+    resumed.restore({})
+    resumed.end_iteration(2, 16, [], {})
+    resumed.finish()
+    assert {p.name: p.read_bytes() for p in run.dir.iterdir()} == original  # untouched
+    config = json.loads((copy / "config.json").read_text())
+    assert config["run_name"] == copy.name and config["resumes"][0]["run_name_was"] == run.name
+    assert read_checkpoint(list_checkpoints(copy)[0])["run_name"] == copy.name
+
+    loose = Path("downloads/shared/checkpoint.ckpt")
+    loose.parent.mkdir(parents=True)
+    shutil.copy(list_checkpoints(run.dir)[0], loose)
+    resumed = open_run(Path("runs"), resume=str(loose))
+    assert resumed.dir == loose.parent and resumed.name == "shared"
+    resumed.restore({})
+    resumed.end_iteration(2, 16, [], {})
+    resumed.finish()
+    assert sorted(p.name for p in Path("downloads").iterdir()) == ["shared"]
+    assert loose.exists() and list_checkpoints(loose.parent) == [
+        loose.parent / "checkpoint_0000002.ckpt"
+    ]
+
+
+def test_checkpoints_are_ordered_by_iteration_and_files_the_run_did_not_write_are_left_alone(
+    tmp_path,
+):
+    run = open_run(tmp_path, checkpoint_every=1, total_timesteps=8 * 20_000_000)
+    run.restore({})
+    for name in ("checkpoint_best.ckpt", "checkpoint_99999999.ckpt.bak", "checkpoint_12.ckpt"):
+        (run.dir / name).write_bytes(b"a user's file")
+    for iteration in (9_999_999, 10_000_000, 10_000_001):
+        run.end_iteration(iteration, 8 * iteration, [], {"x": iteration})
+    names = sorted(p.name for p in run.dir.glob("checkpoint*"))
+    assert names == [
+        "checkpoint_10000000.ckpt",
+        "checkpoint_10000001.ckpt",
+        "checkpoint_12.ckpt",
+        "checkpoint_99999999.ckpt.bak",
+        "checkpoint_best.ckpt",
+    ]
+    run.finish()
+    write_checkpoint(run.dir / "checkpoint_best.ckpt", read_checkpoint(run.dir / names[0]))
+    resumed = Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
+    assert resumed.start_iteration == 10_000_002  # the newest by iteration, not the user's file
+
+
+def test_a_fifo_named_like_a_checkpoint_is_never_opened(tmp_path, capsys):
+    """Opening a FIFO for reading waits for a writer: a watchdog plays the writer, so that the
+    test ends either way, and says whether a reader ever waited."""
+    import threading
+
+    run = stopped_run(tmp_path)
+    fifo = run.dir / "checkpoint_0000009.ckpt"
+    os.mkfifo(fifo)
+    waited, done = [], threading.Event()
+
+    def writer():
+        while not done.wait(0.05):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # (a reader is waiting)
+                waited.append(True)
+            except OSError:
+                pass
+
+    watchdog = threading.Thread(target=writer)
+    watchdog.start()
+    try:
+        for target in (str(run.dir), "auto"):
+            resumed = Run(torch_script.Args(resume=target, **SMALL), SCRIPT, runs_dir=str(tmp_path))
+            assert resumed.start_iteration == 2
+        with pytest.raises(SystemExit) as exit_info:
+            Run(torch_script.Args(resume=str(fifo)), SCRIPT, runs_dir=str(tmp_path))
+    finally:
+        done.set()
+        watchdog.join()
+    assert waited == [] and exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --resume {fifo}: not a checkpoint file (a FIFO, a device or a socket)"
+    )
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "null", '{"resumes": "abc"}', "{not json"])
+def test_a_config_json_of_another_shape_is_written_anew_on_resume(tmp_path, capsys, content):
+    run = stopped_run(tmp_path)
+    (run.dir / "config.json").write_text(content)
+    capsys.readouterr()
+    resumed = open_run(tmp_path, resume=str(run.dir))
+    resumed.restore({})
+    resumed.finish()
+    err = capsys.readouterr().err
+    assert f"warning: {run.dir}/config.json is " in err and "Traceback" not in err
+    config = json.loads((run.dir / "config.json").read_text())
+    assert config["run_name"] == run.name and config["args"]["num_envs"] == 2
+
+
+def test_in_a_slurm_task_a_damaged_config_json_is_passed_over_with_a_warning(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    run = stopped_run(tmp_path)
+    (run.dir / "config.json").write_text('{"slurm": [1]}')  # (of another shape inside)
+    assert (
+        Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path)).payload
+        is None
+    )
+    (run.dir / "config.json").write_text("[1, 2]")
+    capsys.readouterr()
+    fresh = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert fresh.payload is None  # a new run, not a traceback in every task of the name
+    assert f"{run.dir}/config.json is a JSON list, not an object" in capsys.readouterr().err
+
+
+def test_a_runs_folder_that_is_a_file_is_exit_74_in_one_line(tmp_path, capsys):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        open_run(tmp_path / "runs")
+    assert exit_info.value.code == 74
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: cannot create the run folder ")
+    assert f"{tmp_path / 'runs'} is a file, not a folder" in line
+
+
+def test_a_read_only_runs_folder_is_exit_74_naming_the_cause(tmp_path, capsys):
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only file system is a tmpfs mounted by the test: needs root")
+    disk = tmp_path / "ro"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(disk)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            open_run(disk / "runs")
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+    assert exit_info.value.code == 74
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "read-only file system (EROFS)" in line and "make the folder writable" in line
+    assert "free some space" not in line
+
+
+def test_a_run_folder_deleted_under_the_run_is_exit_74_saying_so(tmp_path, capsys):
+    run = open_run(tmp_path, checkpoint_every=1)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    shutil.rmtree(run.dir)
+    with pytest.raises(SystemExit) as exit_info:
+        run.end_iteration(2, 16, [], {})
+    assert exit_info.value.code == 74
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "the run folder is gone (deleted, moved or unmounted)" in line
+    assert "free some space" not in line and not run.dir.exists()  # (not made again, empty)
+
+
+def test_a_budget_that_is_not_a_whole_number_of_batches_says_what_is_trained(tmp_path, capsys):
+    """Said by `start`, once the input is checked (bad input stays one line), for every script."""
+    open_run(tmp_path, num_envs=3, num_steps=128, total_timesteps=4096).finish()
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "note: training 3,840 steps, 10 iterations of 384: --total-timesteps 4,096 is not a "
+        "whole number of batches (num_envs * num_steps = 3 * 128)"
+    )
+    open_run(tmp_path, num_envs=2, num_steps=128, total_timesteps=4096).finish()
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_the_advice_after_a_failed_write_fits_its_cause(tmp_path):
+    import errno
+
+    from cleanrl_utils.faults import kept_after
+
+    newest = [tmp_path / "checkpoint_0000002.ckpt"]
+    advice = {
+        code: kept_after(tmp_path, OSError(code, os.strerror(code)), newest, "RESUME")
+        for code in (errno.ENOSPC, errno.EACCES, errno.EROFS, errno.ENOENT)
+    }
+    assert advice[errno.ENOSPC] == (
+        "the newest checkpoint, checkpoint_0000002.ckpt, is intact: free some space and continue "
+        "with: RESUME"
+    )
+    for code in (errno.EACCES, errno.EROFS):  # (a permission, a file system mounted read-only)
+        assert "intact: make the folder writable (or mount it read-write)" in advice[code]
+    assert advice[errno.ENOENT].startswith("the run folder is gone (deleted, moved or unmounted)")

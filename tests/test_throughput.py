@@ -349,7 +349,7 @@ def test_a_multi_process_script_runs_under_torchrun_with_the_same_batch():
         ["--scripts", "ppo_atari_envpool_multigpu", "--extra-args=--num_envs=16"]
     )
     command = tp.script_command("ppo_atari_envpool_multigpu", args, sizes)
-    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert command[1:5] == ["-m", "cleanrl_utils.torchrun", "--standalone", "--nproc_per_node=2"]
     assert command[5].endswith("cleanrl/ppo_atari_envpool_multigpu.py")
     assert "--num_envs=16" not in command and command[command.index("--local-num-envs") + 1] == "8"
     assert command[-2:] == ["--total-timesteps", str(6 * 16 * 128)]  # 1 + 5 iterations
@@ -359,3 +359,24 @@ def test_a_multi_process_script_runs_under_torchrun_with_the_same_batch():
         "--x",
         "1",
     ]
+
+
+def test_the_gpu_check_on_a_machine_without_gpus_says_which_parts_it_skipped_and_why(tmp_path):
+    import os
+    import subprocess
+
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHON=sys.executable)
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "benchmark" / "gpu_check.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, describe(done)
+    parts = ["eager", "--compile", "--cudagraphs", "the JAX script", "two ranks on NCCL"]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == len(parts), describe(done)
+    for line, part in zip(lines, parts):
+        assert line.startswith("skipped: ") and part in line and "no CUDA GPU" in line, line

@@ -8,6 +8,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -567,3 +568,176 @@ def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkey
     assert "tuner" not in run_record(Args(), "run")
     monkeypatch.setenv(TUNER_VARIABLE, json.dumps({"study": "s", "trial": 3}))
     assert run_record(Args(), "run")["tuner"] == {"study": "s", "trial": 3}
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools' faults (docs/faults.md, "the tools"): in process, or with a script of a few lines
+
+
+def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_line(
+    tmp_path, monkeypatch, capsys
+):
+    from cleanrl_utils.tuner.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for extra, message in [
+        (["--study-name", "../../esc"], "the study name '../../esc' cannot name its log folder"),
+        (["--study-name", "/tmp/esc"], "cannot name its log folder"),
+        (["--param"], "no --param: every trial would run the script's defaults again"),
+    ]:
+        command = bad_input_command([]) + extra
+        if extra == ["--param"]:
+            command = ["--script", str(PPO_ATARI_ENVPOOL)]
+        with pytest.raises(SystemExit) as exit_:
+            main(command)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and len(err) == 1 and message in err[0], err
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "esc").exists()
+    Path("taken").write_text("a file")
+    with pytest.raises(SystemExit) as exit_:
+        main(bad_input_command(["--log-dir", "taken"]))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 74 and err == (
+        "error: --log-dir taken/ppo_atari_envpool: cannot write there: taken is a file, not a folder\n"
+    )
+
+
+FAILING_SCRIPT = """import sys
+if __name__ == "__main__":
+    if "--help" in sys.argv:  # the flags the tuner checks its search space against
+        print("--learning-rate --env-id --seed --exp-name")
+        sys.exit(0)
+    print("the loss is NaN", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def learning_rate(trial) -> dict:
+    return {"learning-rate": trial.suggest_float("learning-rate", 1e-4, 1e-3)}
+
+
+def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, capsys):
+    from cleanrl_utils.tuner import Tuner
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "diverges.py"
+    script.write_text(FAILING_SCRIPT)
+    tuner = Tuner(
+        script=str(script),
+        params_fn=learning_rate,
+        storage="sqlite:///tuner.db",
+        study_name="fails",
+        env_ids=["Breakout-v5"],
+        pruner=optuna.pruners.NopPruner(),
+        workers=2,
+    )
+    with pytest.raises(SystemExit) as exit_:
+        tuner.tune(num_trials=2, num_seeds=1)
+    out = capsys.readouterr()
+    assert exit_.value.code == 1, out
+    (line,) = [line for line in out.err.splitlines() if line.startswith("error:")]
+    first = r"every trial this tuner ran failed \(2; the first: trial [01], Breakout-v5 seed 1: exit code 1\)"
+    assert re.search(first, line), line
+    (log,) = (tmp_path / "tuner_logs/fails/trial_0000").iterdir()
+    assert "the loss is NaN" in log.read_text()
+
+
+def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monkeypatch, capsys):
+    from cleanrl_utils.tuner import Tuner
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "diverges.py"
+    script.write_text(FAILING_SCRIPT)
+    with pytest.raises(ValueError, match="no search space"):
+        Tuner(script=str(script), env_ids=["Breakout-v5"])
+    tuner = Tuner(script=str(script), params_fn=lambda trial: {}, env_ids=["Breakout-v5"])
+    with pytest.raises(SystemExit) as exit_:
+        tuner.tune(num_trials=2, num_seeds=1)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: the search space is empty"), err
+    assert list(tmp_path.iterdir()) == [script]
+
+
+def test_a_trial_whose_tuner_was_killed_before_it_saw_the_run_folder_resumes_that_run(
+    tmp_path, monkeypatch
+):
+    """`kill -9` of a tuner between its run's start and the run folder's appearance: the
+    trial records the run as running with no folder; the next tuner finds it by the trial's exp
+    name, env id and seed (not an older study's folder of the same name) and resumes it."""
+    import socket
+
+    from cleanrl_utils.tuner import Tuner
+    from cleanrl_utils.tuner.study import worker_id
+
+    monkeypatch.chdir(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a tuner's pid that no process has any more
+    tuner = Tuner(
+        script=str(PPO_ATARI_ENVPOOL),
+        params_fn=learning_rate,
+        storage="sqlite:///tuner.db",
+        study_name="killed",
+        env_ids=["Breakout-v5"],
+    )
+    study = optuna.create_study(study_name="killed")
+    trial = study.ask({"learning-rate": optuna.distributions.FloatDistribution(1e-4, 1e-3)})
+    host = socket.gethostname()
+    trial.set_user_attr("worker", {"host": host, "pid": gone.pid, "slurm": None})
+    process = {"host": host, "pid": gone.pid, "script": str(PPO_ATARI_ENVPOOL)}
+    record = {"dir": None, "state": "running", "process": process}
+    trial.set_user_attr("runs", {"Breakout-v5|1": record})
+    started = int(study.trials[0].datetime_start.timestamp())
+    older = tmp_path / f"runs/Breakout-v5__killed-trial0__1__{started - 3600}"
+    orphan = tmp_path / f"runs/Breakout-v5__killed-trial0__1__{started + 1}"
+    for folder in (older, orphan, tmp_path / f"runs/Breakout-v5__killed-trial0__2__{started}"):
+        folder.mkdir(parents=True)
+
+    tuner.recover_stale(study, worker_id())
+    (waiting,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert waiting.user_attrs["resume_runs"]["Breakout-v5|1"]["dir"] == str(
+        Path("runs", orphan.name)
+    )
+    assert waiting.user_attrs["resumes"] == 0 and study.trials[0].user_attrs["interrupted"]
+
+
+def test_trials_md_marks_a_resumed_trial_and_trials_png_draws_the_interrupted_one(
+    tmp_path, monkeypatch
+):
+    from cleanrl_utils.tuner import Tuner
+    from cleanrl_utils.tuner.results import figure, note_of
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    tuner = Tuner(
+        script=str(PPO_ATARI_ENVPOOL),
+        params_fn=learning_rate,
+        study_name="resumed",
+        env_ids=["Breakout-v5", "Pong-v5"],
+    )
+    study = optuna.create_study(study_name="resumed", direction="maximize")
+    stopped = {"dir": "runs/Breakout-v5__resumed-trial0__1__1", "state": "stopped"}
+    first = study.ask()
+    first.report(0.25, 1)
+    first.set_user_attr("interrupted", True)
+    study.tell(first, state=optuna.trial.TrialState.FAIL)
+    study.enqueue_trial({}, user_attrs={"resumes": 0, "resume_runs": {"Breakout-v5|1": stopped}})
+    study.tell(study.ask(), 0.5)
+    note = note_of(study.trials[1])
+    assert note.startswith("resumes trial 0; 1 run continued from a checkpoint on other games")
+
+    fig = figure(study, tuner)
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert all(float(x).is_integer() for x in ax.get_xticks())  # trials 0 and 1, no 0.5
+    assert ax.get_ylabel().startswith(
+        "average over games of human-normalised charts/episodic_return"
+    )
+    drawn = {
+        (label, tuple(map(float, line.get_xdata())))
+        for line, label in zip(ax.lines, [line.get_label() for line in ax.lines], strict=True)
+    }
+    assert ("interrupted: last value", (0.0,)) in drawn
+    assert any(x == (0.0, 0.0) for _, x in drawn)  # the dotted line at the interrupted trial
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -1,7 +1,9 @@
 """One rank of the update-equality test (tests/test_distributed.py), as a real process:
 `python tests/update_rank.py SCRIPT OUT_FILE` with torchrun's variables (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT) set. For each of CASES it plays its slice of the test's rollout through
-`SCRIPT`'s update over gloo and saves the network's parameters and the stats to OUT_FILE."""
+`SCRIPT`'s update over gloo and saves the network's parameters and the stats to OUT_FILE; then
+the stop agreement's check of the permutation generators with the ranks in step (saved too), and
+with rank 1 one draw ahead: the process ends there, with the agreement's line and exit code."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 import torch
 
 from cleanrl_utils.distributed import Distributed
+from cleanrl_utils.ranks import Shuffle
 from cleanrl_utils.scripts import load_script
 
 NUM_ACTIONS = 4
@@ -97,7 +100,7 @@ def main(script_name: str, out_file: str) -> None:
         }
         mine = script.Rollout(**fields)
         advantages, returns = (env_slice(x, rank, world_size) for x in (advantages, returns))
-        np.random.seed(SHUFFLE_SEED)  # every rank alike
+        dist.shuffler = Shuffle(SHUFFLE_SEED)  # every rank alike
         stats = script.update(
             script.ppo_loss, agent, optimizer, args, mine, advantages, returns, dist
         )
@@ -105,7 +108,11 @@ def main(script_name: str, out_file: str) -> None:
             "params": agent.state_dict(),
             "stats": {k: float(v.detach()) for k, v in stats.items()},
         }
+    results["in step"] = dist.agreed_stop(None)
     torch.save(results, out_file)
+    if rank == 1:
+        dist.shuffle(np.arange(10))  # one draw the other rank does not make
+    dist.agreed_stop(None)  # every rank: one line, exit code 1
     dist.close()
 
 

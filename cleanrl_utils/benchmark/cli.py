@@ -11,10 +11,18 @@ import shlex
 import time
 from pathlib import Path
 
-from cleanrl_utils.benchmark.common import PROG, Args, autotag, make_jobs, print_summary, tagged_env
+from cleanrl_utils.benchmark.common import (
+    PROG,
+    Args,
+    autotag,
+    env_id_problem,
+    make_jobs,
+    print_summary,
+    tagged_env,
+)
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
-from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.checks import check_output_folder, fail, parse_args
 from cleanrl_utils.exits import INTERRUPTED
 
 
@@ -24,6 +32,9 @@ def check_args(args: Args) -> None:
     repeated = sorted({e for e in args.env_ids if args.env_ids.count(e) > 1})
     if repeated:
         fail(f"--env-ids lists {', '.join(repeated)} more than once")
+    for env_id in args.env_ids:
+        if problem := env_id_problem(env_id):
+            fail(f"--env-ids: {problem}")
     if not args.command.strip():
         fail("--command is empty")
     try:
@@ -47,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     exits with code 2 before anything runs or is submitted."""
     args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])
     check_args(args)
+    log_dir = args.log_dir or Path("benchmark_logs") / time.strftime("%Y%m%d-%H%M%S")
+    if args.slurm_template_path is None and args.workers > 0:
+        check_output_folder(log_dir, "--log-dir")  # (exit code 74)
     jobs = make_jobs(args)
 
     env = dict(os.environ)
@@ -63,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers == 0:
         print("not running the commands: --workers is 0")
         return 0
-    log_dir = args.log_dir or Path("benchmark_logs") / time.strftime("%Y%m%d-%H%M%S")
     pool = run_pool(jobs, args.workers, log_dir, threads_per_run=args.threads_per_run, env=env)
     if pool.interrupted:
         return INTERRUPTED

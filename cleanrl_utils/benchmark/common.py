@@ -4,6 +4,7 @@ that is reported, the thread limits and the W&B tag."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -12,11 +13,32 @@ from pathlib import Path
 
 from cleanrl_utils.exits import FAILED
 from cleanrl_utils.progress import format_seconds
+from cleanrl_utils.runs import file_name
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PJRT_NPROC")
 LOG_TAIL_LINES = 20
+# gymnasium's env id grammar, `[namespace/]name[-vN]` (EnvPool's ids are a subset): the ids a
+# script could ever accept, whatever is installed; a name does not start with `.`
+ENV_ID_SYNTAX = re.compile(r"(?:[\w:-]+/)?[\w:-][\w:.-]*")
+MAX_ENV_ID = 100
+
+
+def env_id_problem(env_id: str) -> str | None:
+    """Why `env_id` can never be an environment's id, or None."""
+    if len(env_id) > MAX_ENV_ID or not ENV_ID_SYNTAX.fullmatch(env_id):
+        return (
+            f"{env_id!r} can never be an env id: `[namespace/]name[-vN]`, letters, digits, "
+            f"'_', ':', '-' and '.' (not first), at most {MAX_ENV_ID} characters"
+        )
+    return None
+
+
+def log_name(env_id: str, seed: int) -> str:
+    """The log file of one env id and seed: `{env_id}__seed{seed}.log`, the id spelled as one
+    file name of its own (`ALE/Breakout-v5`: `ALE+Breakout-v5__seed1.log`; see `file_name`)."""
+    return f"{file_name(env_id)}__seed{seed}.log"
 
 
 @dataclass
@@ -69,11 +91,12 @@ class Job:
         if not self.name:
             object.__setattr__(self, "name", f"{self.env_id} seed {self.seed}")
         if not self.log_name:
-            object.__setattr__(self, "log_name", f"{self.env_id}__seed{self.seed}.log")
+            object.__setattr__(self, "log_name", log_name(str(self.env_id), self.seed))
 
     @property
     def processes(self) -> int:
-        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`) with
+        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`; also
+        `python -m cleanrl_utils.torchrun` and `python -m torch.distributed.run`) with
         `--nnodes 1` or none starts N (each counts as a worker of the pool), anything else one."""
         return command_processes(self.command)
 
@@ -90,7 +113,8 @@ def command_processes(command: str) -> int:
         words = shlex.split(command)
     except ValueError:
         return 1
-    if not any(os.path.basename(w) == "torchrun" or w == "torch.distributed.run" for w in words):
+    launchers = ("torch.distributed.run", "cleanrl_utils.torchrun")
+    if not any(os.path.basename(w) == "torchrun" or w in launchers for w in words):
         return 1
     for i, word in enumerate(words):
         name, _, value = word.partition("=")

@@ -40,13 +40,34 @@ CURVE = "learning_curve.png"
 REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==")
 
 
+# the arguments a push reads from config.json: the repository's name, the model file's
+NEEDED_ARGS = (
+    ("env_id", str, "a string"),
+    ("exp_name", str, "a string"),
+    ("seed", int, "an integer"),
+)
+
+
 def run_config(run_dir: Path) -> dict:
+    """The run's config.json, with what a push reads from it checked: one `error:` line naming
+    the file and what is wrong, not a traceback at the first use."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
     except (OSError, ValueError) as exc:
         fail(f"{run_dir} is not a run folder: no readable config.json ({exc})")
     if not isinstance(config, dict) or not isinstance(config.get("args"), dict):
         fail(f"{run_dir}/config.json holds no arguments")
+    args = config["args"]
+    for key, kind, what in NEEDED_ARGS:
+        if key not in args:
+            fail(
+                f"{run_dir}/config.json: its arguments have no `{key}` (the repository's name needs it)"
+            )
+        if not isinstance(args[key], kind) or isinstance(args[key], bool):
+            fail(f"{run_dir}/config.json: its `{key}` is {args[key]!r}, not {what}")
+    for key, kind, what in (("command", list, "a list"), ("resumes", list, "a list")):
+        if config.get(key) is not None and not isinstance(config[key], kind):
+            fail(f"{run_dir}/config.json: its `{key}` is {config[key]!r:.60}, not {what}")
     return config
 
 
@@ -131,7 +152,7 @@ def plot_curve(run_dir: Path, path: Path) -> str | None:
 
 def command_line(config: dict) -> str:
     command = config.get("command") or []
-    if not command:
+    if not command or not all(isinstance(word, str) for word in command):
         return "(not recorded)"
     # (config.json records sys.argv: the script's path as it was typed, maybe absolute)
     return f"python cleanrl/{shlex.join([Path(command[0]).name, *command[1:]])}"

@@ -4,6 +4,7 @@ odd about them."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -19,6 +20,14 @@ class Cell:
 
     runs: list[RunLog]
     finals: list[float]  # final return of each run that has one
+
+
+def natural(name: str) -> list:
+    """A sort key that puts numbers in a name in numeric order: a tuner's `s-trial2` before
+    `s-trial10`."""
+    return [
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
+    ]
 
 
 def script_sets(cells: dict[tuple[str, str], Cell]) -> list[tuple[list[str], list[str]]]:
@@ -39,8 +48,8 @@ def script_sets(cells: dict[tuple[str, str], Cell]) -> list[tuple[list[str], lis
         scripts, envs = groups[find("s:" + script)]
         scripts.add(script)
         envs.add(env_id)
-    out = [(sorted(s), sorted(e)) for s, e in groups.values()]
-    return sorted(out, key=lambda group: group[0])
+    out = [(sorted(s, key=natural), sorted(e)) for s, e in groups.values()]
+    return sorted(out, key=lambda group: [natural(s) for s in group[0]])
 
 
 def start_time(run: RunLog) -> tuple[float, str]:
@@ -93,7 +102,7 @@ class Report:
             if final is not None:
                 cell.finals.append(final)
         self.sets = script_sets(self.cells)
-        self.scripts = sorted({s for s, _ in self.cells})
+        self.scripts = sorted({s for s, _ in self.cells}, key=natural)
         self._check_cells(repeated)
 
     def cells_of(self, scripts: list[str], env_ids: list[str]) -> list[Cell]:

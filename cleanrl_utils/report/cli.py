@@ -24,8 +24,8 @@ from typing import Annotated
 import tyro
 
 from cleanrl_utils import checks
-from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import FAILED, CtrlCExit
+from cleanrl_utils.checks import check_output_folder, fail
+from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit, cause
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.plots import plot_set, without_games
@@ -42,6 +42,7 @@ from cleanrl_utils.report.sections import (
     summary,
     windows_section,
 )
+from cleanrl_utils.runs import file_name
 
 
 @dataclass
@@ -67,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         report = read_report(parse_args(argv))
     out = report.args.output_dir
     with CtrlCExit(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
-        fragments = write_report(report)
+        try:
+            fragments = write_report(report)
+        except OSError as exc:  # (a full disk, a folder made read-only since the check)
+            fail(f"--output-dir {out}: cannot write the report: {cause(exc)}", DISK_EXIT)
         print(fragments["returns.md"])
         print("notes:")
         print(fragments["notes.md"])
@@ -91,6 +95,7 @@ def parse_args(argv: list[str] | None) -> Command:
         fail(f"--bootstrap-samples must be at least 1, got {args.bootstrap_samples}")
     if not 0 < args.confidence < 1:
         fail(f"--confidence must be between 0 and 1, got {args.confidence}")
+    check_output_folder(args.output_dir, "--output-dir")  # (exit code 74)
     return args
 
 
@@ -132,8 +137,9 @@ def write_report(report: Report) -> dict[str, str]:
     if not have_matplotlib and report.cells:
         report.notes.append('no plots: matplotlib is not installed (`pip install -e ".[report]"`)')
     plotted: set[str] = set()
+    set_names = curves_names(report)
     for scripts, env_ids in report.sets:
-        slug = scripts[0]
+        slug = set_names[tuple(scripts)]
         heading = f"### {', '.join(scripts)}\n\n{describe_set(report, scripts, env_ids)}\n\n"
         returns += heading + returns_table(report, scripts, env_ids) + "\n"
         runtimes += heading + runtimes_table(report, scripts, env_ids) + "\n"
@@ -205,7 +211,8 @@ def write_report(report: Report) -> dict[str, str]:
             page += [f"## {title}\n\n", fragments[name].strip() + "\n\n"]
     fragments["report.md"] = "".join(page).rstrip() + "\n"
     for script, parts in per_script.items():
-        name = f"{script}.md" if f"{script}.md" not in fragments else f"script_{script}.md"
+        stem = file_name(script)  # an exp name from a config.json, never a path
+        name = f"{stem}.md" if f"{stem}.md" not in fragments else f"script_{stem}.md"
         fragments[name] = (
             f"# `{script}`: benchmark\n\n{summary(report, script)}\n"
             + "".join(parts)
@@ -216,6 +223,26 @@ def write_report(report: Report) -> dict[str, str]:
         (out / name).write_text(text)
     write_csv(report, out / "runs.csv")
     return fragments
+
+
+def curves_names(report: Report) -> dict[tuple[str, ...], str]:
+    """Each script set's name in its curves' file, `curves_{name}.png`, after what it shows:
+    its one exp; the training script all its exps ran (`ppo_atari_envpool`: a tuner's trials);
+    else its exp names (`a+b`). Each a file name of its own, never a path."""
+    names: dict[tuple[str, ...], str] = {}
+    for scripts, env_ids in report.sets:
+        runs = [run for cell in report.cells_of(scripts, env_ids) for run in cell.runs]
+        files = {run.script_file for run in runs}
+        if len(scripts) > 1 and len(files) == 1 and None not in files:
+            shows = sorted(files)
+        else:
+            shows = scripts if len(scripts) <= 3 else [*scripts[:2], f"{len(scripts) - 2}-more"]
+        name = "+".join(map(file_name, shows))
+        names[tuple(scripts)] = name
+        taken = list(names.values())
+        if taken.count(name) > 1:  # (two sets of one script, on other games)
+            names[tuple(scripts)] = f"{name}_{taken.count(name)}"
+    return names
 
 
 def write_csv(report: Report, path: Path) -> None:

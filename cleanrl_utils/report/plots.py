@@ -57,6 +57,18 @@ def seeds_averaged(report: Report, script: str, env_ids) -> str:
     return f"mean of {seeds}"
 
 
+def script_label(report: Report, script: str, env_ids) -> str:
+    """A line's name in the legend: the script (its exp name) and the seeds it averages; a
+    tuner's trial says which trial of which study it is (its flags are in its config.json)."""
+    runs = [r for e in env_ids if (script, e) in report.cells for r in report.cells[script, e].runs]
+    trials = {run.tuner_trial for run in runs}
+    seeds = seeds_averaged(report, script, env_ids)
+    if len(trials) == 1 and None not in trials:
+        ((study, trial),) = trials
+        return f"{script}: tuner study {study}, trial {trial} ({seeds})"
+    return f"{script} ({seeds})"
+
+
 def without_games(report: Report, scripts, env_id: str) -> list[str]:
     """The scripts with runs on `env_id` but no finished game in any of them: no curve."""
     cells = [(s, report.cells.get((s, env_id))) for s in scripts]
@@ -114,7 +126,7 @@ def plot_set(
             cell = report.cells.get((script, env_id))
             result = curve(cell.runs, last_n, points, wall_clock) if cell else None
             color = colors(report.scripts.index(script) % 10)
-            label = f"{script} ({seeds_averaged(report, script, env_ids)})"
+            label = script_label(report, script, env_ids)
             if result is None:
                 ax.plot([], [], color=color, label=label)  # still in the legend
                 continue

@@ -44,10 +44,31 @@ class RunLog:
     last_write: float | None = None  # mtime of the newest event file
     status: str = "finished"  # finished, running, resumable, stopped, unreadable, unknown
     problems: list[str] = field(default_factory=list)
+    not_numbers: int = 0  # games whose return is NaN or infinite
 
     @property
     def usable(self) -> bool:
-        return self.status != "unreadable" and self.script is not None
+        """Its numbers can be counted: readable, and every return a number (one NaN would make
+        its cell's mean ± std, its curve and the aggregate NaN)."""
+        return self.status != "unreadable" and self.script is not None and not self.not_numbers
+
+    @property
+    def script_file(self) -> str | None:
+        """The training script it ran (`ppo_atari_envpool` for `python
+        cleanrl/ppo_atari_envpool.py ...`), from its config.json's command; None if unknown."""
+        command = (self.config or {}).get("command")
+        if isinstance(command, list) and command and isinstance(command[0], str):
+            if command[0].endswith(".py"):
+                return Path(command[0]).stem
+        return None
+
+    @property
+    def tuner_trial(self) -> tuple[str, int] | None:
+        """(study, trial) of a run the tuner started, from its config.json; None otherwise."""
+        tag = (self.config or {}).get("tuner")
+        if isinstance(tag, dict) and isinstance(tag.get("trial"), int):
+            return str(tag.get("study")), tag["trial"]
+        return None
 
     @property
     def finished(self) -> bool:
@@ -96,8 +117,10 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
     if run.config and run.config.get("run_name"):
         run.name = str(run.config["run_name"])
     named = RunName.parse(run.name) or RunName.parse(path.name)
-    run.script = args.get("exp_name") or (named.exp_name if named else None)
-    run.env_id = args.get("env_id") or (named.env_id if named else None)
+    script = args.get("exp_name") or (named.exp_name if named else None)
+    run.script = None if script is None else str(script)
+    env_id = args.get("env_id") or (named.env_id if named else None)
+    run.env_id = None if env_id is None else str(env_id)
     seed = args.get("seed", named.seed if named else None)
     run.seed = int(seed) if seed is not None else None
     if run.script is None or run.env_id is None:
@@ -186,6 +209,13 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
             run.problems.append(note)
     if len(run.returns) == 0:
         run.problems.append("no finished game: no return to report")
+    run.not_numbers = int((~np.isfinite(run.returns)).sum())
+    if run.not_numbers:
+        run.problems.append(
+            f"{plural(run.not_numbers, 'game')} of {len(run.returns)} with a NaN or infinite "
+            f"`{RETURN_TAG}`: its score is not a number, so it is left out of every table, "
+            "curve and aggregate"
+        )
     return run
 
 

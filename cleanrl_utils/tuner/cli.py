@@ -128,6 +128,11 @@ def make_tuner(args: Args):
     from cleanrl_utils.tuner.space import SpaceError, parse_space, space_params_fn
     from cleanrl_utils.tuner.study import Tuner
 
+    if not args.param:
+        fail(
+            "no --param: every trial would run the script's defaults again; give the search "
+            "space, one --param NAME=KIND:ARGS per flag (e.g. --param learning-rate=loguniform:1e-4:1e-3)"
+        )
     try:
         params = parse_space(args.param)
     except SpaceError as e:

@@ -35,7 +35,17 @@ def note_of(trial) -> str:
     attrs = trial.user_attrs
     notes = []
     if "resumes" in attrs:
+        resumed = [
+            r
+            for r in (attrs.get("resume_runs") or {}).values()
+            if r.get("dir") and r.get("state") != "done"
+        ]
         notes.append(f"resumes trial {attrs['resumes']}")
+        if resumed:
+            notes.append(
+                f"{len(resumed)} run{'s' if len(resumed) > 1 else ''} continued from a checkpoint "
+                "on other games (a seed derived from --seed): not the score of an uninterrupted run"
+            )
     if attrs.get("interrupted"):
         notes.append("stopped by Ctrl-C; resumed in a new trial")
     if trial.state == TrialState.PRUNED and "pruned_at_step" in attrs:
@@ -114,21 +124,46 @@ def write_all(tuner, study) -> None:
         plot(study, tuner, folder / "trials.png")
 
 
-def plot(study, tuner, path) -> None:
-    """The objective of each complete trial, the last value of each pruned one, and the best so
-    far."""
+def objective_label(tuner) -> str:
+    """What the objective is, in words: `average over games of human-normalised
+    charts/episodic_return (last 50 values, mean over seeds)`."""
+    over = f"{tuner.aggregation_type} over games of " if len(tuner.env_ids) > 1 else ""
+    scale = "" if tuner.normalizer.scale == "raw" else f"{tuner.normalizer.scale} "
+    return (
+        f"{over}{scale}{tuner.metric}\n(last {tuner.metric_last_n_average_window} values, "
+        "mean over seeds)"
+    )
+
+
+def figure(study, tuner):
+    """The objective of each complete trial, the last value of each pruned one, each
+    interrupted one (its last value, if it reported one, and a dotted line: resumed as a new
+    trial), and the best so far."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     trials = study.get_trials(deepcopy=False)
+    interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
+    for number in [t.number for t in interrupted]:
+        ax.axvline(number, color="grey", linestyle=":", linewidth=1)
+    if interrupted:
+        ax.plot([], [], color="grey", linestyle=":", label="interrupted (resumed as a new trial)")
     for state, style in ((TrialState.COMPLETE, "o"), (TrialState.PRUNED, "x")):
         points = [(t.number, objective_of(t)) for t in trials if t.state == state]
         points = [(n, v) for n, v in points if v is not None]
         if points:
             ax.plot(*zip(*points, strict=True), style, label=state.name.lower())
+    last = [
+        (t.number, t.intermediate_values[max(t.intermediate_values)])
+        for t in interrupted
+        if t.intermediate_values
+    ]
+    if last:
+        ax.plot(*zip(*last, strict=True), "s", color="grey", label="interrupted: last value")
     complete = [(t.number, t.value) for t in trials if t.state == TrialState.COMPLETE]
     if complete:
         best, xs, ys = None, [], []
@@ -138,11 +173,20 @@ def plot(study, tuner, path) -> None:
             xs.append(number)
             ys.append(best)
         ax.step(xs, ys, where="post", label="best so far")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trials are numbered 0, 1, 2, ...
     ax.set_xlabel("trial")
-    ax.set_ylabel(f"objective ({tuner.aggregation_type} of {tuner.metric})")
-    ax.set_title(f"study {tuner.study_name}")
-    ax.legend()
+    ax.set_ylabel(objective_label(tuner), fontsize=8)
+    ax.set_title(f"study {tuner.study_name}: objective, {tuner.direction}d")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def plot(study, tuner, path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(study, tuner)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)

@@ -54,6 +54,7 @@ class Normalizer:
     the raw metric."""
 
     bounds: Mapping[str, tuple[float, float] | None]
+    scale: str = "raw"  # what a score is, for labels: raw, human-normalised, target-normalised
 
     @classmethod
     def make(
@@ -72,6 +73,7 @@ class Normalizer:
         targets = dict(target_scores or {})
         human = load_human_random()
         bounds: dict[str, tuple[float, float] | None] = {}
+        scales = set()
         for env_id in env_ids:
             target = targets.get(env_id)
             if normalization == "none":
@@ -82,8 +84,10 @@ class Normalizer:
                         f"target_scores[{env_id!r}] must be [min, max] with min != max, got {target}"
                     )
                 bounds[env_id] = (float(target[0]), float(target[1]))
+                scales.add("target-normalised")
             elif game_name(env_id) in human:
                 bounds[env_id] = human[game_name(env_id)]
+                scales.add("human-normalised")
             elif normalization == "human":
                 raise ValueError(
                     f"{env_id}: the game {game_name(env_id)!r} has no human and random scores "
@@ -97,7 +101,8 @@ class Normalizer:
                 f"{', '.join(raw)}: no target scores and no human and random scores, so the "
                 "games cannot be put on one scale; give target_scores for them"
             )
-        return cls(bounds)
+        scale = " and ".join(sorted(scales, reverse=True)) if scales else "raw"
+        return cls(bounds, scale)
 
     def __call__(self, env_id: str, score: float) -> float:
         bound = self.bounds[env_id]

@@ -15,7 +15,8 @@ import optuna
 from optuna.trial import TrialState
 
 from cleanrl_utils.benchmark import StopRequest, stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.checks import INTERRUPTED, fail
+from cleanrl_utils.checks import check_output_folder, fail
+from cleanrl_utils.exits import FAILED, INTERRUPTED
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
 from cleanrl_utils.tuner.space import (
@@ -26,9 +27,18 @@ from cleanrl_utils.tuner.space import (
     probe_script,
 )
 from cleanrl_utils.tuner.storage import StorageError, check_storage, open_storage
-from cleanrl_utils.tuner.trials import RunState, TrialRun, run_key, stop_orphan
+from cleanrl_utils.tuner.trials import (
+    RunState,
+    TrialRun,
+    new_run_dir,
+    run_key,
+    stop_orphan,
+    trial_exp_name,
+)
 
 POLL_S = 0.5
+# the study's log folder, LOG_DIR/STUDY_NAME: one folder inside LOG_DIR, never `..` or a path
+STUDY_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._ -]{0,99}")
 
 
 def worker_id() -> dict:
@@ -113,7 +123,9 @@ class Tuner:
         self.script = script
         self.metric = metric
         self.target_scores = dict(target_scores or {})
-        self.params_fn = params_fn or (lambda trial: {})
+        if params_fn is None:
+            raise ValueError("no search space (params_fn): every trial would run the same flags")
+        self.params_fn = params_fn
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be maximize or minimize, got {direction!r}")
         self.direction = direction
@@ -129,6 +141,11 @@ class Tuner:
         self.pruner = pruner
         self.storage_text = storage
         self.study_name = study_name or f"tuner_{int(time.time())}"
+        if not STUDY_NAME.fullmatch(self.study_name):
+            raise ValueError(
+                f"the study name {self.study_name!r} cannot name its log folder: 1 to 100 "
+                "characters, only letters, digits, '.', '_', '-' and spaces, not starting with '.'"
+            )
         self.env_ids = list(env_ids) if env_ids else list(self.target_scores)
         if not self.env_ids:
             raise ValueError("no env ids: give env_ids or target_scores")
@@ -170,11 +187,13 @@ class Tuner:
     # -- before anything starts ---------------------------------------------------------------
 
     def check(self) -> optuna.study.Study:
-        """Everything that can be wrong before a trial starts: the script's flags (the fixed ones
-        and the search space's, against its `--help`), the env ids (the script's own check), the
-        storage (opened last: a new SQLite file is made only then). Ends the process with one
-        `error:` line and exit code 2."""
+        """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
+        it cannot take files), the script's flags (the fixed ones and the search space's,
+        against its `--help`), the env ids (the script's own check), the storage (opened last: a
+        new SQLite file is made only then). Ends the process with one `error:` line and exit
+        code 2."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        check_output_folder(self.log_dir, "--log-dir")  # (exit code 74)
         try:
             check_storage(self.storage_text)  # (creates nothing)
         except StorageError as e:
@@ -186,6 +205,10 @@ class Tuner:
             )
             probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
             sampled = self.params_fn(probe)  # a throwaway trial: the flags the space will set
+            if not sampled:
+                raise SpaceError(
+                    "the search space is empty: every trial would run the script's defaults again"
+                )
             check_flags(list(sampled), self.known_flags, self.script, "search space flag")
             if env_problems:
                 raise SpaceError(env_problems[0])
@@ -237,6 +260,7 @@ class Tuner:
         # done) with `study.stop()`, which sets `_stop_flag`
         study._thread_local.in_optimize_loop = True
         study._stop_flag = False
+        self.outcomes: list[str] = []  # of the trials this call finished
         with StopRequest() as stop:
             while not stop.requested:
                 while len(active) < self.workers and self.wants_more(study, num_trials):
@@ -259,7 +283,16 @@ class Tuner:
                 flush=True,
             )
             raise SystemExit(INTERRUPTED)
-        return print_best(self, study)
+        best = print_best(self, study)
+        if self.outcomes and set(self.outcomes) == {"failed"}:
+            print(
+                f"error: every trial this tuner ran failed ({len(self.outcomes)}; the first: "
+                f"{self.first_error}); their logs are in {self.log_dir}/",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(FAILED)
+        return best
 
     def wants_more(self, study, num_trials: int) -> bool:
         if study._stop_flag:
@@ -295,6 +328,9 @@ class Tuner:
 
     def finish_trial(self, study, trial_run: TrialRun) -> None:
         number = trial_run.trial.number
+        self.outcomes.append(trial_run.outcome)
+        if trial_run.outcome == "failed" and len(self.outcomes) == 1:
+            self.first_error = f"trial {number}, {trial_run.error}"
         if trial_run.outcome == "complete":
             study.tell(trial_run.trial, trial_run.value)
             print(f"[trial {number}] complete: objective {trial_run.value:.4g}", flush=True)
@@ -338,6 +374,17 @@ class Tuner:
             if is_stale(trial.user_attrs.get("worker"), me):
                 print(f"[trial {trial.number}] left running by a tuner that is gone", flush=True)
                 runs = trial.user_attrs.get("runs") or {}
-                for record in runs.values():
+                for key, record in runs.items():
                     stop_orphan(record)
+                    if record.get("state") == "running" and not record.get("dir"):
+                        # killed before it saw its run's folder: found by the trial's exp name,
+                        # so that the trial resumes the run rather than start it again
+                        env_id, _, seed = key.rpartition("|")
+                        record["dir"] = new_run_dir(
+                            self.runs_dir,
+                            env_id,
+                            trial_exp_name(self.run_prefix, trial.number),
+                            int(seed),
+                            trial.datetime_start.timestamp() if trial.datetime_start else 0,
+                        )
                 self.requeue(study, trial, runs)

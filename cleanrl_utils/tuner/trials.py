@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.benchmark import Job, killed_by, log_tail, signal_group, start_job
+from cleanrl_utils.benchmark import Job, killed_by, log_name, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.runs import TUNER_VARIABLE, RunName, file_env_id, find_runs
+from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 
 EVENTS_POLL_S = 2.0  # how often a growing event file is read again (when it has grown)
@@ -25,6 +25,20 @@ LOG_LINES = 15  # the lines of a failed run's log kept with its trial
 
 def run_key(env_id: str, seed: int) -> str:
     return f"{env_id}|{seed}"
+
+
+def trial_exp_name(run_prefix: str, number: int) -> str:
+    """The `--exp-name` of a trial's new runs."""
+    return f"{run_prefix}-trial{number}"
+
+
+def new_run_dir(runs_dir: Path, env_id: str, exp_name: str, seed: int, since: float) -> str | None:
+    """The run folder of a trial's run started with `--exp-name exp_name` at `since` or later:
+    the newest of that exp name, env id and seed named after then (an older one is another
+    study's of the same name); None before the script has made it."""
+    found = find_runs(runs_dir, env_id, exp_name, seed)
+    found = [f for f in found if RunName.parse(f.name).start_time >= int(since)]
+    return str(found[0]) if found else None
 
 
 @dataclass
@@ -75,7 +89,7 @@ class TrialRun:
 
     @property
     def exp_name(self) -> str:
-        return f"{self.tuner.run_prefix}-trial{self.trial.number}"
+        return trial_exp_name(self.tuner.run_prefix, self.trial.number)
 
     # -- starting and watching runs ------------------------------------------------------------
 
@@ -105,7 +119,7 @@ class TrialRun:
             command += ["--exp-name", self.exp_name]
         tag = {"study": t.study_name, "trial": self.trial.number, "storage": t.storage_text}
         env = {**t.run_env, TUNER_VARIABLE: json.dumps(tag)}
-        log = self.log_dir / f"{file_env_id(run.env_id)}__seed{run.seed}.log"
+        log = self.log_dir / log_name(run.env_id, run.seed)
         log.parent.mkdir(parents=True, exist_ok=True)
         self.budget, self.marks_done, self.events_read, self.pruning = None, 0, (), False
         self.start_time = time.time()
@@ -125,13 +139,12 @@ class TrialRun:
         )
 
     def _find_dir(self, run: RunState) -> None:
-        """The run folder of a new run: the newest of this trial's exp name, env id and seed,
-        named after the run started (an older one is another study's of the same name)."""
+        """The run folder of a new run, once the script has made it."""
         if run.dir is None:
-            found = find_runs(self.tuner.runs_dir, run.env_id, self.exp_name, run.seed)
-            found = [f for f in found if RunName.parse(f.name).start_time >= int(self.start_time)]
-            if found:
-                run.dir = str(found[0])
+            run.dir = new_run_dir(
+                self.tuner.runs_dir, run.env_id, self.exp_name, run.seed, self.start_time
+            )
+            if run.dir is not None:
                 self.save_runs()
         if run.dir is not None and self.budget is None:
             try:

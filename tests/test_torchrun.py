@@ -1,0 +1,72 @@
+"""`python -m cleanrl_utils.torchrun`, in process: the run's exit code from its processes' codes,
+the one line that replaces torchrun's traceback, and the ranks' output through the pipe (their
+last words held back to the end, each once). With real ranks: tests/test_multigpu.py."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import describe, run_script
+
+from cleanrl_utils.torchrun import LastWords, run_code, summary
+
+
+def test_the_run_exit_code_is_the_ranks_own_not_a_signal_torchrun_sent():
+    assert run_code({}) == 0
+    assert run_code({0: 2, 1: 2}, first=0) == 2  # bad input on every rank
+    assert run_code({0: 2, 1: -15}, first=0) == 2  # torchrun stopped rank 1 after rank 0 failed
+    assert run_code({0: 1, 1: -9}, first=1) == 1  # rank 1 killed: rank 0 lost it
+    assert run_code({0: 75, 1: 75}, first=1) == 75 and run_code({0: 130}) == 130
+    assert run_code({0: -9, 1: -9}, first=0) == 1  # no rank said anything: a failure
+    assert run_code({0: 74, 1: 1}, first=0) == 74  # the first to fail says why
+
+
+def test_the_summary_line_says_how_each_process_ended():
+    line = summary({0: 1, 1: -9}, first=1, host="node7")
+    assert (
+        line
+        == "torchrun on node7: rank 1 ended first; rank 0: exit code 1, rank 1: killed by SIGKILL"
+    )
+    assert summary({3: 2}, first=3, host="h") == "torchrun on h: rank 3: exit code 2"
+
+
+def through(*writes: bytes) -> tuple[bytes, list[str]]:
+    """What LastWords forwards at once and what it holds, for these writes of the ranks."""
+    out_read, out_write = os.pipe()
+    words = LastWords(out_write)
+    for data in writes:
+        os.write(words.write_fd, data)
+    held = words.finish()
+    os.close(out_write)
+    with os.fdopen(out_read, "rb") as forwarded:
+        return forwarded.read(), held
+
+
+def test_the_ranks_last_words_are_held_to_the_end_each_once_and_the_rest_forwarded():
+    resume = b"SIGUSR1: checkpoint of iteration 3 written; exiting with code 75 (continue with: X)"
+    forwarded, held = through(
+        b"logging to runs/RUN/\n",
+        b"\rstep 64/640 (10.0%)",  # a progress bar redraws its line: shown as drawn
+        b"\rstep 128/640 (20.0%)\n",
+        resume[:20],  # (an unbuffered print writes the line, then the newline)
+        resume[20:],
+        b"\n",
+        b"error: rank 0: lost rank 1 of 2 (...)\n",
+        b"error: rank 0: lost rank 1 of 2 (...)\n",
+        b"error: rank 1: lost rank 0 of 2 (...)",  # (no newline before the end)
+    )
+    assert forwarded == b"logging to runs/RUN/\n\rstep 64/640 (10.0%)\rstep 128/640 (20.0%)\n"
+    assert held == [
+        resume.decode(),
+        "error: rank 0: lost rank 1 of 2 (...)",
+        "error: rank 1: lost rank 0 of 2 (...)",
+    ]
+
+
+def test_a_bad_flag_of_torchrun_itself_is_one_line_and_exit_2(tmp_path):
+    done = run_script(["--nproc-per-node"], tmp_path, module="cleanrl_utils.torchrun")
+    assert done.returncode == 2, describe(done)
+    assert done.stderr.strip().splitlines() == [
+        "error: torchrun: argument --nproc-per-node/--nproc_per_node: expected one argument "
+        "(see --help)"
+    ], describe(done)
