@@ -24,7 +24,7 @@ RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P
 # parser finds the exp name after the env id's first `__`.
 NAME_CHARS = "A-Za-z0-9._-"
 EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,99}}")
-ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][{NAME_CHARS}+]{{0,63}}")  # `+`: a `/`
+ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][+{NAME_CHARS}]{{0,63}}")  # `+`: a `/`
 MAX_SEED = 2**31
 
 

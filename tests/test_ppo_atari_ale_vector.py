@@ -8,7 +8,8 @@ reward_clipping=False, repeat_action_probability=0)`, next-step autoreset), and 
 script's `atari_wrappers.VectorEpisodicLife` makes of it:
 
 - a lost life: `lives` one lower, no flag from ALE; the wrapper says `terminated` (the training
-  episode ends), and the next step plays the agent's action (no reset step, no FIRE pressed);
+  episode ends), and the next step presses FIRE in place of the agent's action (NOOP in a game
+  without FIRE): the game goes on, and that step, as EnvPool's reset step, is not the agent's;
 - a game over: ALE's `terminated`; the wrapper's `info["terminated"]`; the next step is a reset
   step (action ignored, reward 0, a new game with full lives);
 - the time limit: `truncated` after `max_episode_steps * 4` frames of play, the step the
@@ -55,10 +56,11 @@ SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari_ale_vector.py"
 
 class RawSteps:
     """Stands between ALE's vector env and the script's wrapper and keeps what ALE returned:
-    the raw rewards, flags and lives of every step, and those of the reset."""
+    the actions it was given and the raw rewards, flags and lives of every step, and those of the
+    reset."""
 
     def __init__(self, envs):
-        self.inner, self.steps = envs.env, []
+        self.inner, self.steps, self.actions = envs.env, [], []
         envs.env = self  # (VectorEpisodicLife steps this instead of ALE's env)
 
     def reset(self, **kwargs):
@@ -68,6 +70,7 @@ class RawSteps:
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.inner.step(actions)
+        self.actions.append(np.array(actions))
         self.steps.append(
             (reward.copy(), terminated.copy(), truncated.copy(), info["lives"].copy())
         )
@@ -106,8 +109,9 @@ def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole
     time limit of 400 steps: lost lives, game overs and truncations all happen. The rollout the
     loss reads holds sign(raw reward), `terminated` at every lost life and game over (never at
     a truncation without one), `truncated` at the time limit, and `valids` false on exactly the
-    reset steps (after a game over or a truncation; the step after a lost life is played). Each
-    logged game is the raw sum over all its lives, counted over the steps that reached it."""
+    steps that are not the agent's: the reset steps (after a game over or a truncation) and the
+    steps after a lost life, where FIRE is pressed in place of the agent's action. Each logged
+    game is the raw sum over all its lives, its length the agent's steps in it."""
     num_envs, num_steps = 2, 800
     envs = script.make_env("SpaceInvaders-v5", num_envs, 1, max_episode_steps=400)
     raw = RawSteps(envs)
@@ -126,11 +130,14 @@ def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole
     assert np.array_equal(rollout.rewards.numpy(), np.sign(reward))
     assert np.array_equal(rollout.terminations.numpy().astype(bool), game_over | lost_life)
     assert np.array_equal(rollout.truncations.numpy().astype(bool), truncated)
-    reset_step = np.concatenate([np.zeros((1, num_envs), bool), (game_over | truncated)[:-1]])
-    assert np.array_equal(rollout.valids.numpy().astype(bool), ~reset_step)
+    after = lambda x: np.concatenate([np.zeros((1, num_envs), bool), x[:-1]])  # noqa: E731
+    reset_step = after(game_over | truncated)
+    after_lost_life = after(lost_life & ~game_over & ~truncated)
+    assert np.array_equal(rollout.valids.numpy().astype(bool), ~(reset_step | after_lost_life))
     assert (reward[reset_step] == 0).all()
-    after_lost_life = np.concatenate([np.zeros((1, num_envs), bool), (lost_life & ~game_over)[:-1]])
-    assert after_lost_life.any() and rollout.valids.numpy()[after_lost_life].all()
+    actions, fire = np.stack(raw.actions), envs.fire
+    assert after_lost_life.any() and (actions[after_lost_life] == fire).all()
+    assert fire == 1 and (actions[~after_lost_life] != fire).any()  # (SpaceInvaders' FIRE)
     assert (truncated & ~lost_life).any() and not rollout.terminations.numpy()[truncated].any()
 
     # each game: the raw rewards of all its lives, the steps that reached it
@@ -139,7 +146,8 @@ def test_the_loss_sees_clipped_rewards_and_lost_lives_and_the_score_is_the_whole
         score = length = first_life = 0
         lives_lost = 0
         for t in range(num_steps):
-            score, length = score + reward[t, i], length + (not reset_step[t, i])
+            agents = not (reset_step[t, i] or after_lost_life[t, i])
+            score, length = score + reward[t, i], length + agents
             first_life += reward[t, i] if lives_lost == 0 else 0
             lives_lost += lost_life[t, i]
             if game_over[t, i] or truncated[t, i]:
@@ -200,9 +208,10 @@ def test_videos_show_the_games_the_agent_plays_in_full_colour():
     shown.close()
 
 
-def test_the_evaluator_counts_the_steps_after_a_lost_life(capsys):
-    """After a lost life the game goes on and the agent's action is played: the evaluator's
-    game length counts those steps (one game from the start: every step it took)."""
+def test_the_evaluator_counts_the_agents_steps(capsys):
+    """One game of Breakout (5 lives) from the start: the evaluator's game length is every step
+    the agent took but the 4 after a lost life, where FIRE is pressed for it (as EnvPool's
+    reset steps, which its evaluations do not count either)."""
     calls = []
 
     class RandomAgent:
@@ -214,7 +223,7 @@ def test_the_evaluator_counts_the_steps_after_a_lost_life(capsys):
         RandomAgent(), script.make_env, script.EpisodeStatistics, "Breakout-v5", eval_episodes=1
     )
     (length,) = map(int, re.findall(r"episodic_length=(\d+)", capsys.readouterr().out))
-    assert len(scores) == 1 and length == len(calls) > 100
+    assert len(scores) == 1 and length == len(calls) - 4 > 100
 
 
 def test_envpool_and_ale_play_the_same_game():
@@ -278,12 +287,14 @@ def test_envpool_and_ale_play_the_same_game():
     ale.close()
 
 
-def test_after_a_lost_life_envpool_presses_fire_and_ale_plays_the_agents_action():
+def test_after_a_lost_life_both_press_fire_in_place_of_the_agents_action():
     """The scripts' own envs (no-ops made equal): the same game until the first lost life;
-    then EnvPool's next step is a reset step (the action ignored, one frame of FIRE, reward 0,
-    `elapsed_step` unchanged), where ALE plays the agent's action for 4 frames."""
+    then the next step ignores the agent's action in both: EnvPool's is a reset step (one frame
+    of FIRE, reward 0, `elapsed_step` unchanged), ALE's wrapper presses FIRE for the step's 4
+    frames. Both games go on with the lives they had."""
     ep = envpool_script.make_env("Breakout-v5", 1, 3, noop_max=1)
     ale = script.make_env("Breakout-v5", 1, 3, noop_max=0)
+    raw = RawSteps(ale)
     obs_e, obs_a = ep.reset()[0], ale.reset()[0]
     assert np.array_equal(obs_e[0, -1], obs_a[0, -1])
     rng = np.random.default_rng(0)
@@ -296,11 +307,12 @@ def test_after_a_lost_life_envpool_presses_fire_and_ale_plays_the_agents_action(
             break
     assert term_e[0] and info_e["lives"][0] == info_a["lives"][0] == 4  # the first lost life
     frame, elapsed = info_a["episode_frame_number"][0], info_e["elapsed_step"][0]
-    obs_e, r_e, term_e, _, info_e = ep.step(np.array([3]))  # LEFT: ignored by EnvPool
+    obs_e, r_e, term_e, _, info_e = ep.step(np.array([3]))  # LEFT: ignored by both
     obs_a, r_a, term_a, _, info_a = ale.step(np.array([3]))
     assert info_e["elapsed_step"][0] == elapsed and info_a["episode_frame_number"][0] == frame + 4
-    assert r_e[0] == 0 and not term_e[0] and not term_a[0]
-    assert not np.array_equal(obs_e[0, -1], obs_a[0, -1])
+    assert raw.actions[-1][0] == ale.fire == 1
+    assert r_e[0] == r_a[0] == 0 and not term_e[0] and not term_a[0]
+    assert info_e["lives"][0] == info_a["lives"][0] == 4
     ep.close()
     ale.close()
 
