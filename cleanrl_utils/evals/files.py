@@ -30,6 +30,7 @@ from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
     list_checkpoints,
     read_checkpoint,
+    read_regular_file,
 )
 from cleanrl_utils.checks import fail, number_problem, value_problem
 from cleanrl_utils.runs import atomic_write_bytes, name_problem
@@ -190,9 +191,12 @@ def _read_model(path: Path) -> Model:
     path = Path(path)
     if path.is_dir():
         path = model_in_run_folder(path)
-    if not path.is_file():
+    if not path.exists():
         fail(f"model file not found: {path} ({WHAT_A_MODEL_IS})")
-    raw = path.read_bytes()
+    try:  # (a FIFO is never opened for reading: it would wait for a writer)
+        raw = read_regular_file(path)
+    except CorruptCheckpoint as exc:
+        fail(f"cannot read model file {path}: {exc}")
     try:
         if raw.startswith(MAGIC):
             return model_from_checkpoint(path)
