@@ -14,9 +14,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from cleanrl_utils.benchmark import StopRequest, stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.checks import check_output_folder, fail
-from cleanrl_utils.exits import FAILED, INTERRUPTED
+from cleanrl_utils.exits import FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
 from cleanrl_utils.tuner.space import (

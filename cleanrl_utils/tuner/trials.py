@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.benchmark import Job, killed_by, log_name, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
+from cleanrl_utils.pool import Job, killed_by, log_name, log_tail, signal_group, start_job
 from cleanrl_utils.report.events import event_files
 from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
