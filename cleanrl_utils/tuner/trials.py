@@ -15,7 +15,15 @@ from pathlib import Path
 
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.pool import Job, killed_by, log_name, log_tail, signal_group, start_job
+from cleanrl_utils.pool import (
+    Job,
+    Running,
+    killed_by,
+    log_name,
+    log_tail,
+    signal_group,
+    start_job,
+)
 from cleanrl_utils.report.events import event_files
 from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
@@ -52,7 +60,7 @@ class TrialRun:
     value: float | None = None
     error: str | None = None
     index: int = 0  # the run at work
-    running: object | None = None  # benchmark.Running of the current run
+    running: Running | None = None  # the current run's process
     pruning: bool = False
     budget: int | None = None
     start_time: float = 0.0  # when the current run was started
