@@ -459,10 +459,11 @@ def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeyp
 
     monkeypatch.chdir(REPO_ROOT)  # the example's paths are relative to the repository root
     tuner = runpy.run_path("benchmark/tune_ppo_atari_envpool.py")["tuner"]  # (not __main__)
-    flags, env_problems = probe_script(tuner.python, tuner.script, tuner.env_ids)
-    assert env_problems == [] and tuner.env_ids == ["Breakout-v5", "Pong-v5"]
+    settings = tuner.settings
+    flags, env_problems = probe_script(settings.python, settings.script, list(settings.env_ids))
+    assert env_problems == [] and settings.env_ids == ("Breakout-v5", "Pong-v5")
     sampled = tuner.params_fn(optuna.create_study().ask())
-    check_flags(list(sampled), flags, tuner.script, "search space flag")  # raises if unknown
+    check_flags(list(sampled), flags, settings.script, "search space flag")  # raises if unknown
     assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
 
 

@@ -1,5 +1,6 @@
 """`Tuner`: CleanRL's tuner arguments, run as an Optuna ask-and-tell loop over `workers` trials at
-once, each trial a series of real processes of the training script (`trials.TrialRun`)."""
+once, each trial a series of real processes of the training script (`trials.TrialRun`), on a
+`TunerStudy` (Optuna's study, used through its public API only)."""
 
 from __future__ import annotations
 
