@@ -229,7 +229,7 @@ def read_model(path: str | Path) -> Model:
 
 def model_script(model: Model):
     """The module of the script that trained `model`, once its env id is checked as that script
-    checks it (`check_envpool_atari_id` or `check_gymnasium_atari_id`, whichever it imports);
+    checks it (the `check_*_id` function it imports: `check_envpool_atari_id`, ...);
     exits 2 with one `error:` line when the script is not one of cleanrl/ or the env id is not
     one of its games."""
     try:
@@ -248,7 +248,7 @@ def model_script(model: Model):
     problem = args_problem(model.args, fields)
     if problem:
         fail(f"{model.path}: the arguments recorded in the file cannot be used: {problem}")
-    for check in ("check_envpool_atari_id", "check_gymnasium_atari_id"):
-        if hasattr(script, check):
-            getattr(script, check)(model.args["env_id"])
+    for name in dir(script):
+        if name.startswith("check_") and name.endswith("_id") and callable(getattr(script, name)):
+            getattr(script, name)(model.args["env_id"])
     return script
