@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 
 import optuna
 from optuna.trial import TrialState
@@ -215,7 +216,7 @@ class Tuner:
             log_dir=Path(log_dir) / study_name,
             runs_dir=Path("runs"),  # where the scripts write (relative to the working folder)
             run_prefix=re.sub(r"[^A-Za-z0-9.-]+", "-", study_name).strip("-") or "tuner",
-            run_env=run_env,
+            run_env=MappingProxyType(run_env),
         )
         self.known_flags: set[str] | None = None
 
