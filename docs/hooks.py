@@ -243,13 +243,13 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 FLOORS = {
     "base": [
         "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "benchmark", "distributed", "ranks",
+        "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
         "torchrun",
     ],
     "lifecycle": [
         "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",
     ],
-    "tools": ["evals", "report", "convert", "tuner"],
+    "tools": ["evals", "report", "convert", "benchmark", "tuner"],
     "hub": ["huggingface", "enjoy"],
     "after training": ["after_training"],
 }  # fmt: skip
