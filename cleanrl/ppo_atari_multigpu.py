@@ -328,9 +328,7 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
 if __name__ == "__main__":
     args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     dist = Distributed(args)  # RANK, WORLD_SIZE, ... from torchrun; alone: one process
-    with Run(
-        args, __file__, dist=dist
-    ) as run:  # rank 0 writes; all ranks stop after the same iteration
+    with Run(args, __file__, dist=dist) as run:  # rank 0 writes; all stop at one iteration
         args = run.args  # (a new object: yours is not changed)
         check_upload(args)  # what --upload-model needs: checked before any work
         args.num_envs = args.local_num_envs * dist.world_size
