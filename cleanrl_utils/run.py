@@ -87,8 +87,7 @@ class Run:
         except BaseException:
             self.process.give_back()
             raise
-        self.iteration_s = 0.0  # how long the last iteration took
-        self.laps: dict[str, float] = {}
+        self.iteration_s, self.laps = 0.0, {}  # the last iteration's seconds; this one's laps
         self.start_time = self._lap_start = time.time()
 
     def _resolve(self, args, argv: list[str]) -> None:
@@ -260,9 +259,13 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        """Leaving a `with Run(...) as run:` block finishes the run, if it has not finished."""
-        self.finish()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Leaving the block finishes the run; left by an exception (a `RunError`, a failed
+        write, a crash), it only gives back what the run changed in the process."""
+        if exc_type is None:
+            self.finish()
+        else:
+            self.process.give_back()
 
     def finish(self) -> int:
         """Closes TensorBoard and W&B, says where the run's files are, and gives back what the

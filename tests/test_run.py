@@ -30,6 +30,7 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from cleanrl_utils.faults import release_run_folder
 from cleanrl_utils.resume import games_seed, given_flags
 from cleanrl_utils.run import (
     CHECKPOINT_EXIT,
@@ -393,6 +394,10 @@ def test_a_run_used_twice_in_one_process_leaves_it_as_it_found_it(tmp_path, caps
         assert run.exit_code() == CHECKPOINT_EXIT
         with pytest.raises(RunError):
             Run(torch_script.Args(exp_name="a/b"), SCRIPT, runs_dir=str(tmp_path))
+        assert process_state() == before
+        with pytest.raises(RunError), open_run(tmp_path, resume=str(run.dir)) as resumed:
+            resumed.restore({"not_checkpointed": 1})  # (an error inside the block)
+        release_run_folder(resumed.lock_fd)
         assert process_state() == before
         with Run(torch_script.Args(**SMALL), SCRIPT, str(tmp_path), dist=OtherRank()) as run:
             assert sys.stdout is not before[2]  # (rank 1's lines would repeat rank 0's)
