@@ -15,13 +15,7 @@ import typing
 from collections.abc import Iterable
 from pathlib import Path
 
-# (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
-from cleanrl_utils.exits import (  # noqa: F401
-    DISK_EXIT,
-    INTERRUPTED,
-    USAGE_ERROR,
-    stops_on_ctrl_c,
-)
+from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch

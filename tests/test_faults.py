@@ -44,7 +44,8 @@ from hypothesis import strategies as st
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
 from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
-from cleanrl_utils.faults import DISK_EXIT, lock_holder, lock_run_folder, release_run_folder
+from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder
 from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, find_runs, name_problem
 from cleanrl_utils.scripts import load_script
 

@@ -29,8 +29,9 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.resume import games_seed, given_flags
-from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT, KEEP, STOP_SIGNALS, Run
+from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
 SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
@@ -483,7 +484,7 @@ def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_
     assert run.stop_requested
     (checkpoint,) = list_checkpoints(run.dir)
     assert read_checkpoint(checkpoint)["iteration"] == 2
-    assert run.finish() == INTERRUPTED_EXIT == 130
+    assert run.finish() == INTERRUPTED == 130
     err = capsys.readouterr().err
     assert "received Ctrl-C: finishing this iteration (about 0 s)" in err
     assert "Ctrl-C again stops at once" in err
@@ -500,7 +501,7 @@ def test_ctrl_c_in_the_first_iteration_finishes_it_with_a_checkpoint_not_at_once
     run.restore({})
     os.kill(os.getpid(), signal.SIGINT)  # no iteration has ended yet
     run.end_iteration(1, 8, [], {"x": 1})
-    assert run.stop_requested and run.finish() == INTERRUPTED_EXIT
+    assert run.stop_requested and run.finish() == INTERRUPTED
     (checkpoint,) = list_checkpoints(run.dir)
     assert read_checkpoint(checkpoint)["iteration"] == 1
     assert "received Ctrl-C: finishing this iteration, then writing" in capsys.readouterr().err
@@ -542,7 +543,7 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
         run.end_iteration(1, 8, [], {})
         os.kill(os.getpid(), signal.SIGINT)
         run.end_iteration(2, 16, [], {})
-        assert run.finish() == INTERRUPTED_EXIT
+        assert run.finish() == INTERRUPTED
         terminal.flush()
         # the kernel hands what was written to the master side in chunks, later under load: read
         # until the resume command has come and nothing more comes for a moment
@@ -636,7 +637,7 @@ def test_a_stop_before_training_ends_at_the_next_safe_point_in_one_line(tmp_path
     os.kill(os.getpid(), signum)  # handled: recorded, not raised where it lands
     with pytest.raises(SystemExit) as exit_info:
         run.restore({})
-    assert exit_info.value.code == (INTERRUPTED_EXIT if signum == signal.SIGINT else 75)
+    assert exit_info.value.code == (INTERRUPTED if signum == signal.SIGINT else 75)
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("received ") and "before training began: stopping" in line, line
     assert json.loads((run.dir / "config.json").read_text())["stopped"]["global_step"] == 0

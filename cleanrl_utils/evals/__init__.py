@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import (
     evaluation_video_dir,
     game_over,
@@ -37,6 +37,7 @@ from cleanrl_utils.evals.common import (
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
+from cleanrl_utils.exits import stops_on_ctrl_c
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
