@@ -7,7 +7,7 @@ import os
 import signal
 
 import pytest
-from conftest import REPO_ROOT
+from scripts_testing import REPO_ROOT
 
 from cleanrl_utils import exits
 

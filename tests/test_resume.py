@@ -23,17 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
-    REPO_ROOT,
-    describe,
-    finish_script,
-    in_background,
-    read_scalars,
-    run_dirs,
-    run_script,
-    start_script,
-)
+from background_testing import in_background
+from logs_testing import read_scalars
 from resume_testing import game_independent_state
+from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import REPO_ROOT, read_scalars
+from logs_testing import read_scalars
+from run_testing import SCRIPT, SMALL, derive_sizes, open_run
+from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.checkpoint import (
@@ -33,9 +35,6 @@ from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.resume import games_seed, given_flags
 from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
 
-SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
-SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
-
 
 @pytest.fixture(autouse=True)
 def keep_signal_handlers():
@@ -45,21 +44,6 @@ def keep_signal_handlers():
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
-
-
-def derive_sizes(args):
-    args.batch_size = args.num_envs * args.num_steps
-    args.minibatch_size = args.batch_size // args.num_minibatches
-    args.num_iterations = args.total_timesteps // args.batch_size
-
-
-def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
-    """What a script does before its loop: parse, resolve --resume, derive the sizes, start."""
-    args = torch_script.Args(**{**SMALL, **flags})
-    run = Run(args, script, runs_dir=str(runs_dir))
-    derive_sizes(args)
-    run.start()
-    return run
 
 
 def torch_objects(seed: int):
@@ -564,10 +548,10 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
 
 
 SECOND_CTRL_C = """
-import os, signal, sys, time
+import os, pathlib, signal, sys, time
 sys.path.insert(0, {tests!r})
-import test_run as t
-run = t.open_run(__import__("pathlib").Path({runs!r}), checkpoint_every=2)
+from run_testing import open_run
+run = open_run(pathlib.Path({runs!r}), checkpoint_every=2)
 run.restore({{}})
 time.sleep(0.02)
 run.end_iteration(1, 8, [], {{}})

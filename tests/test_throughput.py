@@ -12,7 +12,7 @@ import math
 import sys
 
 import pytest
-from conftest import REPO_ROOT, describe, finish_script, run_script, start_script
+from scripts_testing import REPO_ROOT, describe, finish_script, run_script, start_script
 
 from cleanrl_utils.progress import Progress
 
