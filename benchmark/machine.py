@@ -6,6 +6,7 @@ network's compute for one iteration alone. Each bound is measured in a fresh pro
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import json
 import os
@@ -94,8 +95,9 @@ def bound_envpool(env_id: str, num_envs: int, steps: int) -> dict:
     return {"sps": steps * num_envs / elapsed, "num_envs": num_envs}
 
 
-def bound_gymnasium(env_id: str, num_envs: int, steps: int) -> dict:
-    envs = load_script("ppo_atari").make_env(env_id, num_envs, 1)
+def bound_script_env(script: str, env_id: str, num_envs: int, steps: int) -> dict:
+    """The env as `script`'s `make_env` builds it, stepping random actions."""
+    envs = load_script(script).make_env(env_id, num_envs, 1)
     envs.action_space.seed(1)
     envs.reset()
     start = time.perf_counter()
@@ -171,7 +173,12 @@ def bound_compute(sizes: dict, iterations: int) -> dict:
     }
 
 
-BOUNDS = {"envpool": bound_envpool, "gymnasium": bound_gymnasium, "compute": bound_compute}
+BOUNDS = {
+    "envpool": bound_envpool,
+    "gymnasium": functools.partial(bound_script_env, "ppo_atari"),
+    "ale_vector": functools.partial(bound_script_env, "ppo_atari_ale_vector"),
+    "compute": bound_compute,
+}
 
 
 def measure_bound_here(kind: str, params_json: str) -> None:

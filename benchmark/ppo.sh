@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The published PPO Atari tables (docs/published.md; the numbers in
-# cleanrl_utils/data/published_ppo_atari.csv): one launcher call per script, 3 seeds x 10M steps,
+# cleanrl_utils/data/published_ppo_atari.csv), and the ALE vector script on the same games: one
+# launcher call per script, 3 seeds x 10M steps,
 # each run an array task with one GPU and 10 CPUs (benchmark/cleanrl_1gpu.slurm_template).
 # Run from the repository root on a SLURM login node: `bash benchmark/ppo.sh`. Each call only
 # submits its array and returns; `squeue --me` shows them, logs go to slurm/logs/. A rejected
@@ -74,6 +75,20 @@ python -m cleanrl_utils.benchmark \
 python -m cleanrl_utils.benchmark \
     --env-ids Pong-v5 BeamRider-v5 Breakout-v5 \
     --command "python cleanrl/ppo_atari_envpool_xla_jax_scan.py --track --capture_video" \
+    --num-seeds 3 \
+    --workers 9 \
+    --slurm-gpus-per-task 1 \
+    --slurm-ntasks 1 \
+    --slurm-total-cpus 10 \
+    --slurm-template-path benchmark/cleanrl_1gpu.slurm_template
+
+# ppo_atari_envpool.py on ALE's own vector env (no published table: the same three games, to
+# compare with the EnvPool script's; ALE's ids, `ALE/Pong-v5`, work as well);
+# locally: python -m cleanrl_utils.benchmark --env-ids Pong-v5 \
+#   --command "python cleanrl/ppo_atari_ale_vector.py" --num-seeds 3 --workers 2
+python -m cleanrl_utils.benchmark \
+    --env-ids Pong-v5 BeamRider-v5 Breakout-v5 \
+    --command "python cleanrl/ppo_atari_ale_vector.py --track --capture_video" \
     --num-seeds 3 \
     --workers 9 \
     --slurm-gpus-per-task 1 \

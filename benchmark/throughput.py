@@ -1,9 +1,9 @@
-"""Steps per second of the five PPO Atari scripts on this machine, side by side, in one run, next
+"""Steps per second of the six PPO Atari scripts on this machine, side by side, in one run, next
 to what the machine allows at all: the env stepping random actions alone, and the network's
 compute alone (the bounds, `benchmark/machine.py`). docs/throughput.md describes the method and
 every column.
 
-    python benchmark/throughput.py                          # all five, 1 + 5 iterations each
+    python benchmark/throughput.py                          # all six, 1 + 5 iterations each
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari_envpool_multigpu --nproc 2
     python benchmark/throughput.py --game Pong --extra-args="--num-envs 16" --markdown t.md
@@ -41,18 +41,21 @@ from machine import Sizes, machine_line, measure_bound_here  # noqa: E402
 from cleanrl_utils.report.events import event_files, read_event_file  # noqa: E402
 from cleanrl_utils.report.tables import markdown_table  # noqa: E402
 
-# short name -> the env it steps: "envpool" (`Game-v5`) or "gymnasium" (`GameNoFrameskip-v4`)
+# short name -> the env it steps: "envpool" (`Game-v5`), "gymnasium" (`GameNoFrameskip-v4`) or
+# "ale_vector" (ALE's own vector env, `Game-v5` as well)
 SCRIPTS = {
     "ppo_atari_envpool": "envpool",
     "ppo_atari": "gymnasium",
     "ppo_atari_lstm": "gymnasium",
     "ppo_atari_envpool_xla_jax": "envpool",
     "ppo_atari_envpool_xla_jax_scan": "envpool",
+    "ppo_atari_ale_vector": "ale_vector",
 }
 # one run on --nproc processes (torchrun), the batch of the others: --num-envs split over them
 MULTI_PROCESS = {"ppo_atari_envpool_multigpu": "envpool", "ppo_atari_multigpu": "gymnasium"}
 KINDS = SCRIPTS | MULTI_PROCESS
-LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers"}
+LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers", "ale_vector": "ALE vector env"}
+ENV_KINDS = tuple(LABELS)  # each has its own bound: the env stepping random actions alone
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound
 PHASES = ("rollout", "advantages", "update")  # each script logs `time/{phase}` every iteration
 PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/progress.py, not on a terminal
@@ -68,7 +71,7 @@ class Args:
     nproc: int = 2
     """the processes of a `*_multigpu` script's run (`torchrun --standalone --nproc_per_node`), each with num_envs / nproc envs: the batch of the others"""
     game: str = "Breakout"
-    """the game: `Breakout` is `Breakout-v5` (EnvPool), `BreakoutNoFrameskip-v4` (gymnasium)"""
+    """the game: `Breakout` is `Breakout-v5` (EnvPool, ALE's vector env), `BreakoutNoFrameskip-v4` (gymnasium)"""
     iterations: int = 5
     """measured training iterations per script, after the burn-in"""
     burn_in: int = 1
@@ -78,7 +81,7 @@ class Args:
     extra_args: str = ""
     """more flags for every script, with `=`: `--extra-args="--num-envs 16"`; also sizes bounds"""
     bounds: bool = True
-    """also measure, each alone in a fresh process: EnvPool, the gymnasium env, torch's compute"""
+    """also measure, each alone in a fresh process: each script's env (EnvPool, the gymnasium env, ALE's vector env), torch's compute"""
     bound_steps: int = 1000
     """vector-env steps timed for each env bound (each one steps every env)"""
     bound_iterations: int = 2
@@ -148,8 +151,9 @@ def script_name(text: str) -> str:
 
 
 def env_id_for(script: str, game: str) -> str:
-    """The env id of `game` in `script`: `Breakout-v5` (EnvPool) or `BreakoutNoFrameskip-v4`."""
-    return f"{game}-v5" if KINDS[script] == "envpool" else f"{game}NoFrameskip-v4"
+    """The env id of `game` in `script`: `Breakout-v5` (EnvPool, ALE's vector env) or
+    `BreakoutNoFrameskip-v4` (gymnasium)."""
+    return f"{game}NoFrameskip-v4" if KINDS[script] == "gymnasium" else f"{game}-v5"
 
 
 def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
@@ -385,7 +389,7 @@ def bound_params(args: Args, sizes: Sizes) -> dict[str, dict]:
             "num_envs": sizes.num_envs,
             "steps": args.bound_steps,
         }
-        for kind in ("envpool", "gymnasium")
+        for kind in ENV_KINDS
         if kind in kinds
     }
     params["compute"] = {"sizes": vars(sizes), "iterations": args.bound_iterations}
@@ -444,7 +448,7 @@ def summarize(runs: dict[str, list[Measurement]], bound_runs: dict[str, list[dic
         return statistics.median(values)
 
     bounds = {kind: med([r["sps"] for r in results]) for kind, results in bound_runs.items()}
-    for kind in ("envpool", "gymnasium"):
+    for kind in ENV_KINDS:
         if kind in bounds and "compute" in bounds:
             bounds[f"{kind} + compute"] = in_turn(bounds[kind], bounds["compute"])
     script_rows, steady = [], {}
@@ -470,7 +474,7 @@ def summarize(runs: dict[str, list[Measurement]], bound_runs: dict[str, list[dic
             ]
         )
     bound_rows = []
-    for kind in ("envpool", "gymnasium"):
+    for kind in ENV_KINDS:
         if kind in bounds:
             how = f"{bound_runs[kind][0]['num_envs']} envs stepping random actions: env steps/s"
             bound_rows.append([f"{LABELS[kind]} alone", fmt_sps(bounds[kind]), how])
@@ -485,7 +489,7 @@ def summarize(runs: dict[str, list[Measurement]], bound_runs: dict[str, list[dic
                 f"passes + {update:.2f} s gradient steps",
             ]
         )
-    for kind in ("envpool", "gymnasium"):
+    for kind in ENV_KINDS:
         if f"{kind} + compute" in bounds:
             bound_rows.append(
                 [

@@ -1,9 +1,11 @@
 """The classic DeepMind Atari wrappers that gymnasium does not ship, for the gymnasium scripts
 (`cleanrl/ppo_atari.py`, `cleanrl/ppo_atari_lstm.py`): no-op starts, episodic life, FIRE on reset,
-the published runs' grayscale conversion, whole-game videos, and the games' scores. As the
-published CleanRL scripts take theirs from Stable-Baselines3, ours live here, outside the scripts;
-each script's `make_env` shows the order in which they wrap a game. Importing this module
-registers ALE's games with gymnasium (`gym.make("BreakoutNoFrameskip-v4")`).
+the published runs' grayscale conversion, whole-game videos, and the games' scores; and the two
+that ALE's own vector env lacks (`cleanrl/ppo_atari_ale_vector.py`): episodic life that keeps the
+game going, and frames to watch. As the published CleanRL scripts take theirs from
+Stable-Baselines3, ours live here, outside the scripts; each script's `make_env` shows the order
+in which they wrap a game. Importing this module registers ALE's games with gymnasium
+(`gym.make("BreakoutNoFrameskip-v4")`).
 """
 
 from __future__ import annotations
@@ -177,3 +179,67 @@ class EpisodeStatistics:
                 finished.append((float(source["episode"]["r"][i]), int(self.lengths[i])))
                 self.lengths[i] = 0
         return finished
+
+
+def ale_game(env_id: str) -> str:
+    """The ROM of an ALE id, spelt as ALE does (`ALE/Breakout-v5`) or as EnvPool does
+    (`Breakout-v5`): `breakout`, what `ale_py.vector_env.AtariVectorEnv` takes."""
+    return gym.spec("ALE/" + env_id.removeprefix("ALE/")).kwargs["game"]
+
+
+class VectorEpisodicLife(gym.vector.VectorWrapper):
+    """For ALE's vector env, whose own `episodic_life` starts a new game at every lost life: a
+    lost life ends the training episode (`terminated`) while the game goes on, and the next step
+    presses FIRE in place of the agent's action (NOOP in games without FIRE), as EnvPool's reset
+    step and `FireReset` do: games such as Breakout wait for FIRE, which a new agent would take
+    long to find. That step, like the one after a game over, is not the agent's. Rewards are
+    clipped to their sign; `info["terminated"]` marks the real game over and `info["reward"]`
+    keeps the raw score, as EnvPool reports them."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        action_set = list(env.unwrapped.ale.get_action_set())
+        self.fire = action_set.index(ale_py.Action.FIRE) if ale_py.Action.FIRE in action_set else 0
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info["lives"]
+        self.life_lost = np.zeros(self.num_envs, dtype=bool)
+        return obs, info
+
+    def step(self, actions):
+        actions = np.where(self.life_lost, self.fire, actions)
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        # (a new game's lives go up; a life lost at the time limit is a truncation, as in EnvPool)
+        self.life_lost = (info["lives"] < self.lives) & ~terminated & ~truncated
+        self.lives = info["lives"]
+        info |= dict(reward=reward, terminated=terminated)
+        return obs, np.sign(reward).astype(np.float32), terminated | self.life_lost, truncated, info
+
+
+class VectorRenderTwin(gym.vector.VectorWrapper):
+    """`render()` for ALE's vector env, which has none: a twin of it, made by `make_twin(**kw)`
+    with the same game, seeds and settings, steps in lockstep with it (the same actions, resets
+    and random numbers: the same games) and keeps each step's last screen in full colour,
+    210x160x3, the frame a video shows. Twice the emulation: for evaluations with videos."""
+
+    def __init__(self, env, make_twin):
+        super().__init__(env)
+        screen = dict(grayscale=False, img_height=210, img_width=160, stack_num=1, maxpool=False)
+        self.twin = make_twin(**screen)
+        self.screens = None
+
+    def reset(self, **kwargs):
+        self.screens = self.twin.reset(**kwargs)[0][:, -1]
+        return self.env.reset(**kwargs)
+
+    def step(self, actions):
+        self.screens = self.twin.step(actions)[0][:, -1]
+        return self.env.step(actions)
+
+    def render(self):
+        return self.screens
+
+    def close(self, **kwargs):
+        self.twin.close()
+        return self.env.close(**kwargs)

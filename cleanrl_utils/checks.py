@@ -307,6 +307,20 @@ def check_envpool_atari_id(env_id: str) -> None:
     check_env_id(env_id, atari_ids, "EnvPool's Atari games")
 
 
+def check_ale_vector_id(env_id: str) -> None:
+    """ALE's Atari games for its vector env, spelt as ALE does (`ALE/Breakout-v5`) or as EnvPool
+    does (`Breakout-v5`), so that command lines carry over between the two scripts."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    ale_ids = [
+        i for i, spec in gym.registry.items() if spec.vector_entry_point and i.startswith("ALE/")
+    ]
+    ale_ids = [i for i in ale_ids if i.endswith("-v5")]
+    check_env_id(env_id, ale_ids + [i.removeprefix("ALE/") for i in ale_ids], "ALE's vector env")
+
+
 def check_gymnasium_atari_id(env_id: str) -> None:
     """Only the ALE ids without frame skip (`*NoFrameskip-v4`): the scripts skip frames themselves."""
     import ale_py

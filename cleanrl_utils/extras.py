@@ -78,6 +78,13 @@ def missing_extra(exc: BaseException) -> str | None:
     extra = EXTRA_OF.get(module)
     if extra is None:
         return None
+    if exc.name != module and installed(module):  # (ale-py 0.10 has no `ale_py.vector_env`)
+        version = getattr(sys.modules.get(module), "__version__", "of another version")
+        return (
+            f"error: {program_name()} needs a newer {module} than the one installed ({version}: "
+            f"no module named {exc.name!r}); install the `{extra}` extra's pinned versions from "
+            f"the repository root with: {INSTALL[extra]}"
+        )
     return (
         f"error: {program_name()} needs the `{extra}` extra (no module named {module!r}); install it "
         f"from the repository root with: {INSTALL[extra]}"

@@ -18,27 +18,36 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<start_time>\d+)$")
-# The names that become part of a folder's name: letters, digits, `.`, `_`, `-` (no separator,
-# no glob or shell character), not starting with `.` (no `..`, no hidden folder), short enough for
+# The names that become part of a folder's name: letters, digits, `.`, `_`, `-` (and an env
+# id's `/` as `+`; no separator, no glob or shell character), not starting with `.` (no `..`, no hidden folder), short enough for
 # any file system's 255-byte names. An env id has no `__` and no trailing `_`: the run name's
 # parser finds the exp name after the env id's first `__`.
 NAME_CHARS = "A-Za-z0-9._-"
 EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,99}}")
-ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][{NAME_CHARS}]{{0,63}}")
+ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][+{NAME_CHARS}]{{0,63}}")  # `+`: a `/`
 MAX_SEED = 2**31
 
 
+def file_env_id(env_id: str) -> str:
+    """An env id as run folder names hold it: a namespace's `/` written `+` (`ALE/Pong-v5` ->
+    `ALE+Pong-v5`, as the launcher's and the tuner's logs spell it, see `file_name`), so that it
+    names one folder, not two; config.json and checkpoints keep the id as given."""
+    return env_id.replace("/", "+") if isinstance(env_id, str) else env_id
+
+
 def name_problem(exp_name: str, env_id: str) -> str | None:
-    """Why `exp_name` or `env_id` cannot be part of a run folder's name, or None."""
+    """Why `exp_name` or `env_id` (as `file_env_id` writes it) cannot be part of a run folder's
+    name, or None."""
     for flag, value, pattern, limit in [
         ("--exp-name", exp_name, EXP_NAME, 100),
         ("--env-id", env_id, ENV_ID, 64),
     ]:
-        if not isinstance(value, str) or not pattern.fullmatch(value):
+        named = file_env_id(value) if flag == "--env-id" else value
+        if not isinstance(value, str) or not pattern.fullmatch(named):
             shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             why = "only letters, digits, '.', '_' and '-', not starting with '.'"
             if flag == "--env-id":
-                why += ", no '__' and no trailing '_'"
+                why += ", no '__' and no trailing '_' (a '/' is written '+')"
             return f"{flag} {shown} cannot name a run folder: 1 to {limit} characters, {why}"
     return None
 
@@ -69,7 +78,8 @@ def _percent(c: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunName:
-    """`{env_id}__{exp_name}__{seed}__{unix_time}`: the name of a run's folder under `runs/`."""
+    """`{env_id}__{exp_name}__{seed}__{unix_time}`: the name of a run's folder under `runs/`
+    (`env_id` as `file_env_id` writes it)."""
 
     env_id: str
     exp_name: str
@@ -92,7 +102,7 @@ class RunName:
     def new(cls, env_id: str, exp_name: str, seed: int, runs_dir=None) -> RunName:
         """Named after now; a second later if `runs_dir` has a run of that name already.
         `ValueError` when the parts cannot name a folder (`problem`)."""
-        name = cls(env_id, exp_name, seed, int(time.time()))
+        name = cls(file_env_id(env_id), exp_name, seed, int(time.time()))
         if name.problem():
             raise ValueError(name.problem())
         while runs_dir is not None and (Path(runs_dir) / str(name)).exists():
@@ -122,6 +132,7 @@ class RunName:
 
 def find_runs(runs_dir: str | os.PathLike, env_id: str, exp_name: str, seed: int) -> list[Path]:
     """The run folders of one exp, env id and seed under `runs_dir`, newest (start time) first."""
+    env_id = file_env_id(env_id)
     found = []
     for path in Path(runs_dir).glob(f"{env_id}__{exp_name}__{seed}__*"):
         name = RunName.parse(path.name)

@@ -7,13 +7,19 @@ import importlib
 
 import pytest
 
-from cleanrl_utils.checks import check_envpool_atari_id, check_gymnasium_atari_id, check_ppo_args
+from cleanrl_utils.checks import (
+    check_ale_vector_id,
+    check_envpool_atari_id,
+    check_gymnasium_atari_id,
+    check_ppo_args,
+)
 
 ENVPOOL = "ppo_atari_envpool"
 GYMNASIUM = "ppo_atari"
 LSTM = "ppo_atari_lstm"
 XLA_JAX = "ppo_atari_envpool_xla_jax"
 XLA_JAX_SCAN = "ppo_atari_envpool_xla_jax_scan"
+ALE_VECTOR = "ppo_atari_ale_vector"
 # the checks each script's __main__ makes, in this order: check_ppo_args(args, whole_sequences),
 # then the env id
 SCRIPT_CHECKS = {
@@ -22,6 +28,7 @@ SCRIPT_CHECKS = {
     LSTM: (True, check_gymnasium_atari_id),  # minibatches of whole env sequences
     XLA_JAX: (False, check_envpool_atari_id),
     XLA_JAX_SCAN: (False, check_envpool_atari_id),
+    ALE_VECTOR: (False, check_ale_vector_id),
 }
 
 

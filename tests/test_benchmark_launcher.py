@@ -582,20 +582,21 @@ def test_ppo_sh_submits_one_array_per_script(tmp_path, fake_sbatch):
     write_script(tmp_path / "bin" / "python", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     subprocess.run(["bash", "benchmark/ppo.sh"], check=True, capture_output=True, timeout=60)
     calls = fake_sbatch.read_text().splitlines()
-    assert len(calls) == 5
+    assert len(calls) == 6
     assert all(call.endswith("WANDB_TAGS=v9.9") for call in calls)
     arrays, commands = [], []
     for call in calls:
         text = Path(call.split()[1]).read_text()
         arrays.append(re.search(r"--array=(\S+)", text).group(1))
         commands.append(re.search(r"^srun python (\S+)", text, re.MULTILINE).group(1))
-    assert arrays == ["0-8%9", "0-8%9", "0-8%9", "0-170%9", "0-8%9"]  # 3 or 57 games x 3 seeds
+    assert arrays == ["0-8%9", "0-8%9", "0-8%9", "0-170%9", "0-8%9", "0-8%9"]  # 3 or 57 x 3
     assert commands == [
         "cleanrl/ppo_atari.py",
         "cleanrl/ppo_atari_lstm.py",
         "cleanrl/ppo_atari_envpool.py",
         "cleanrl/ppo_atari_envpool_xla_jax.py",
         "cleanrl/ppo_atari_envpool_xla_jax_scan.py",
+        "cleanrl/ppo_atari_ale_vector.py",
     ]
 
 

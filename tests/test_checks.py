@@ -14,6 +14,7 @@ import runpy
 
 import pytest
 from checks_testing import (
+    ALE_VECTOR,
     ENVPOOL,
     GYMNASIUM,
     LSTM,
@@ -27,6 +28,7 @@ from checks_testing import (
 from scripts_testing import REPO_ROOT
 
 from cleanrl_utils.checks import (
+    check_ale_vector_id,
     check_env_id,
     check_envpool_atari_id,
     check_gymnasium_atari_id,
@@ -97,6 +99,8 @@ PARTICULAR = {
     "envpool-not-atari": (ENVPOOL, dict(env_id="CartPole-v1"), ["CartPole-v1", "Atari"]),
     "xla-env-id-typo": (XLA_JAX, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
     "scan-env-id-typo": (XLA_JAX_SCAN, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
+    "ale_vector-not-atari": (ALE_VECTOR, dict(env_id="CartPole-v1"), ["CartPole-v1", "ALE"]),
+    "ale_vector-batch": (ALE_VECTOR, dict(num_minibatches=3), ["--num-minibatches 3"]),
     # gymnasium scripts: ALE ids without frame skip only, with a hint for the EnvPool id style
     "gymnasium-envpool-id": (
         GYMNASIUM,
@@ -169,7 +173,7 @@ def test_bad_input_is_one_error_line_naming_the_flag(capsys, script, flags, word
 
 def test_only_the_lstm_needs_minibatches_that_divide_the_envs(capsys):
     # the batch arithmetic alone accepts 6 envs in 4 minibatches: whole sequences do not
-    for script in (ENVPOOL, GYMNASIUM, XLA_JAX, XLA_JAX_SCAN):
+    for script in (ENVPOOL, GYMNASIUM, XLA_JAX, XLA_JAX_SCAN, ALE_VECTOR):
         check_script_args(script, script_args(script, num_envs=6))
     check_ppo_args(script_args(LSTM, num_envs=6))
     assert capsys.readouterr() == ("", "")
@@ -186,6 +190,10 @@ def test_only_the_lstm_needs_minibatches_that_divide_the_envs(capsys):
         ("SpaceInvaders-v5", check_envpool_atari_id),
         ("BreakoutNoFrameskip-v4", check_gymnasium_atari_id),
         ("MsPacmanNoFrameskip-v4", check_gymnasium_atari_id),
+        # ALE's vector env: ALE's spelling and EnvPool's, so command lines carry over
+        ("ALE/Breakout-v5", check_ale_vector_id),
+        ("Breakout-v5", check_ale_vector_id),
+        ("SpaceInvaders-v5", check_ale_vector_id),
     ],
 )
 def test_atari_ids_of_each_library_pass(capsys, env_id, check):
@@ -202,6 +210,9 @@ def test_atari_ids_of_each_library_pass(capsys, env_id, check):
         ("Breakout-v4", check_gymnasium_atari_id, ["did you mean BreakoutNoFrameskip-v"]),
         # not an Atari game at all
         ("CartPole-v1", check_gymnasium_atari_id, ["without frame skip"]),
+        ("BreakoutNoFrameskip-v4", check_ale_vector_id, ["did you mean ALE/Breakout-v5"]),
+        ("ALE/Breakuot-v5", check_ale_vector_id, ["did you mean ALE/Breakout-v5"]),
+        ("ALE/Breakout-v4", check_ale_vector_id, ["did you mean ALE/Breakout-v5"]),
     ],
 )
 def test_ids_the_scripts_cannot_use_get_a_hint(capsys, env_id, check, words):
@@ -218,7 +229,7 @@ def test_ids_the_scripts_cannot_use_get_a_hint(capsys, env_id, check, words):
 def test_each_script_checks_its_env_id_before_any_work(monkeypatch, tmp_path, capsys, script):
     """The script itself (its `__main__`, in-process): an id of the other library is rejected
     before a run folder exists."""
-    env_id = "BreakoutNoFrameskip-v4" if "envpool" in script else "Breakout-v5"
+    env_id = "Breakout-v5" if script in (GYMNASIUM, LSTM) else "BreakoutNoFrameskip-v4"
     path = REPO_ROOT / "cleanrl" / f"{script}.py"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", [str(path), "--env-id", env_id])

@@ -23,7 +23,7 @@ class Missing(importlib.abc.MetaPathFinder):
     names = set(os.environ["CLEANRL_TEST_MISSING"].split(","))
 
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in self.names:
+        if name in self.names or name.partition(".")[0] in self.names:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
@@ -48,6 +48,7 @@ def run_without(tmp_path: Path, missing: str, args: list[str]) -> subprocess.Com
         ("ppo_atari_envpool", "envpool", "envpool"),
         ("ppo_atari_envpool_xla_jax", "flax", "jax"),
         ("ppo_atari_envpool_xla_jax_scan", "envpool", "envpool"),
+        ("ppo_atari_ale_vector", "ale_py", "atari"),
     ],
 )
 def test_a_script_without_its_extra_says_what_to_install_even_for_help(
@@ -60,6 +61,17 @@ def test_a_script_without_its_extra_says_what_to_install_even_for_help(
     assert line.startswith(f"error: {script}.py needs the `{extra}` extra")
     assert f"no module named '{missing}'" in line and extras.INSTALL[extra] in line
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_package_too_old_for_the_script_says_so(tmp_path):
+    """ale-py before 0.11 has no `ale_py.vector_env` (the gymnasium scripts run on it): the ALE
+    vector script says a newer ale-py is needed, not that the extra is missing."""
+    script = str(REPO_ROOT / "cleanrl" / "ppo_atari_ale_vector.py")
+    proc = run_without(tmp_path, "ale_py.vector_env", [script, "--help"])
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ppo_atari_ale_vector.py needs a newer ale_py than the one")
+    assert "no module named 'ale_py.vector_env'" in line and extras.INSTALL["atari"] in line
 
 
 @pytest.mark.parametrize("module", ["cleanrl_utils.evals", "cleanrl_utils.evals.jax_eval"])

@@ -39,7 +39,7 @@ from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_ch
 from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
 from cleanrl_utils.exits import DISK_EXIT
 from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder
-from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, find_runs, name_problem
+from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
 from cleanrl_utils.scripts import load_script
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py"
@@ -286,9 +286,25 @@ def test_a_name_is_refused_or_read_back(exp_name, env_id):
     of it is found again by `--resume auto` (`find_runs`) and parsed back to its parts."""
     if name_problem(exp_name, env_id) is not None:
         return
-    assert "/" not in exp_name + env_id and not exp_name.startswith(".")
-    name = RunName(env_id, exp_name, 3, 1000)
-    assert RunName.parse(str(name)) == name
+    assert "/" not in exp_name and not exp_name.startswith(".")
+    name = RunName(file_env_id(env_id), exp_name, 3, 1000)
+    assert "/" not in str(name) and RunName.parse(str(name)) == name
+
+
+def test_an_env_id_with_a_namespace_names_one_folder_and_is_found_again(tmp_path):
+    """`ALE/Pong-v5` (ALE's spelling, which the ALE vector script takes): its run folder is
+    `ALE+Pong-v5__...`, one folder under `runs/`; config.json keeps the id as given, and
+    `--resume auto` (`find_runs`) finds the folder by the id as given."""
+    from cleanrl_utils.run import Run
+
+    argv = ["--env-id", "ALE/Pong-v5", "--exp-name", "ns"]
+    args = parse_args(envpool_script.Args, argv)
+    with Run(args, str(SCRIPT), runs_dir=str(tmp_path / "runs"), argv=argv) as run:
+        run.start()
+        assert run.dir.parent == tmp_path / "runs" and run.name.startswith("ALE+Pong-v5__ns__1__")
+        assert json.loads((run.dir / "config.json").read_text())["args"]["env_id"] == "ALE/Pong-v5"
+        assert find_runs(tmp_path / "runs", "ALE/Pong-v5", "ns", 1) == [run.dir]
+        assert find_runs(tmp_path / "runs", "Pong-v5", "ns", 1) == []  # another id, other runs
 
 
 def test_resume_auto_finds_runs_of_every_allowed_alphabet(tmp_path):

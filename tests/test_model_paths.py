@@ -6,6 +6,7 @@ evaluation, named after the model's run (`evaluation_video_dir`)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -81,6 +82,14 @@ def test_what_is_not_a_model_says_what_a_model_file_is(tmp_path, capsys):
 
     line = error_line(capsys, lambda: read_model(tmp_path / "missing.cleanrl_model"))
     assert "model file not found" in line and "--save-model" in line
+
+    # a FIFO is never opened for reading (it would wait for a writer), alone or in a run folder
+    fifo_run = tmp_path / "fifo"
+    fifo_run.mkdir()
+    os.mkfifo(fifo_run / "ppo_atari_envpool.cleanrl_model")
+    for path in (fifo_run / "ppo_atari_envpool.cleanrl_model", fifo_run):
+        line = error_line(capsys, lambda path=path: read_model(path))
+        assert line.startswith("error: cannot read model file ") and "not a regular file" in line
 
     # a damaged model file is still called one, with what went wrong
     raw = model_file(tmp_path / "cut").read_bytes()

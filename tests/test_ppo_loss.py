@@ -264,7 +264,9 @@ def test_explained_variance_uses_only_valid_steps():
     assert result == pytest.approx(expected, abs=1e-6)
 
 
-@pytest.mark.parametrize("script", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm"])
+@pytest.mark.parametrize(
+    "script", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm", "ppo_atari_ale_vector"]
+)
 def test_frames_are_the_observations_over_255_in_channels_last_layout(script):
     frames = importlib.import_module(f"cleanrl.{script}").frames
     gen = torch.Generator().manual_seed(0)

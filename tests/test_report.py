@@ -20,6 +20,7 @@ from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_sc
 
 from cleanrl_utils import report
 from cleanrl_utils.checkpoint import write_checkpoint
+from cleanrl_utils.runs import file_env_id
 
 
 def make_run(
@@ -45,7 +46,7 @@ def make_run(
     is `cleanrl/{script}.py` unless it says otherwise)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    name = f"{env_id}__{script}__{seed}__{started}"
+    name = f"{file_env_id(env_id)}__{script}__{seed}__{started}"
     run_dir = root / name
     start = time.time()
     writer = SummaryWriter(str(run_dir))
@@ -298,6 +299,16 @@ def test_folders_without_runs_are_one_error_line_and_write_nothing(tmp_path, cap
     make_run(tmp_path / "runs", "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
     assert run_report(out, tmp_path / "empty", tmp_path / "runs") == 0
     assert "no runs under `" in (out / "notes.md").read_text()
+
+
+def test_a_run_of_ales_spelling_is_reported_under_the_id_it_was_given(tmp_path):
+    """`ALE/Breakout-v5` (ppo_atari_ale_vector.py), in the folder `ALE+Breakout-v5__...`: the
+    report reads the id from config.json, not from the folder's name."""
+    make_run(tmp_path / "runs", "ppo_atari_ale_vector", "ALE/Breakout-v5", 1, [4.0, 6.0])
+    make_run(tmp_path / "runs", "ppo_atari_ale_vector", "ALE/Breakout-v5", 2, [8.0])
+    assert run_report(tmp_path / "out", tmp_path / "runs") == 0
+    rows = table_rows((tmp_path / "out" / "report.md").read_text())
+    assert ["env", "ppo_atari_ale_vector"] in rows and ["ALE/Breakout-v5", "6.50 ± 1.50"] in rows
 
 
 def test_missing_folder_is_a_usage_error(tmp_path, capsys):

@@ -285,7 +285,9 @@ def test_episode_statistics_does_not_count_ignored_steps():
     assert stats.update(info([0.0], [1]), np.array([False]), np.array([True])) == [(4.0, 5)]
 
 
-@pytest.mark.parametrize("name", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm"])
+@pytest.mark.parametrize(
+    "name", ["ppo_atari_envpool", "ppo_atari", "ppo_atari_lstm", "ppo_atari_ale_vector"]
+)
 def test_rollout_fields_are_made_and_sliced_by_name(name):
     """`Rollout.zeros` and `Rollout.minibatch` go by the fields' names: a field a researcher adds
     (here `costs`) is allocated and sliced with the others, and reaches the loss's minibatch."""

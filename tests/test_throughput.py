@@ -42,7 +42,7 @@ def table_row(text: str, first_cell: str) -> list[str]:
 
 def test_defaults():
     args, sizes = tp.parse_args([])
-    assert args.scripts == list(tp.SCRIPTS) and len(args.scripts) == 5
+    assert args.scripts == list(tp.SCRIPTS) and len(args.scripts) == 6
     assert (args.game, args.iterations, args.burn_in, args.repeats) == ("Breakout", 5, 1, 1)
     assert args.bounds and args.markdown is None and args.extra_args == ""
     assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 16)
@@ -92,6 +92,7 @@ def test_env_ids():
         "ppo_atari_lstm": "BreakoutNoFrameskip-v4",
         "ppo_atari_envpool_xla_jax": "Breakout-v5",
         "ppo_atari_envpool_xla_jax_scan": "Breakout-v5",
+        "ppo_atari_ale_vector": "Breakout-v5",
     }
     assert tp.env_id_for("ppo_atari", "Pong") == "PongNoFrameskip-v4"
     # the bounds step the same env as the scripts, sized as they are
@@ -101,6 +102,9 @@ def test_env_ids():
         "gymnasium": {"env_id": "BreakoutNoFrameskip-v4", "num_envs": 2, "steps": 1000},
         "compute": {"sizes": dataclasses.asdict(sizes), "iterations": 2},
     }
+    both = tp.parse_args(["--scripts", "ppo_atari_envpool", "ppo_atari_ale_vector"])[0]
+    assert set(tp.bound_params(both, sizes)) == {"envpool", "ale_vector", "compute"}
+    assert tp.bound_params(both, sizes)["ale_vector"]["env_id"] == "Breakout-v5"
 
 
 def test_help_documents_every_flag(capsys, monkeypatch):
@@ -293,6 +297,19 @@ def test_bounds_at_tiny_sizes(tmp_path):
     compute = results["compute"]
     assert compute["forward_s"] > 0 and compute["update_s"] > 0
     assert compute["sps"] == pytest.approx(8 / (compute["forward_s"] + compute["update_s"]))
+
+
+@pytest.mark.slow
+def test_the_ale_vector_bound_steps_the_scripts_env(tmp_path):
+    """ALE's vector env as `ppo_atari_ale_vector.py` builds it, alone (a test of its own: it
+    needs ale-py 0.12, which `.ci/lowest-versions` leaves out)."""
+    params = {"env_id": "Breakout-v5", "num_envs": 2, "steps": 20}
+    argv = [tp.BOUND_FLAG, "ale_vector", json.dumps(params)]
+    proc = run_script(argv, tmp_path, script=BENCHMARK, timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("result: ")]
+    result = json.loads(line.removeprefix("result: "))
+    assert result["num_envs"] == 2 and result["sps"] > 0
 
 
 @pytest.mark.slow

@@ -466,6 +466,23 @@ def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeyp
     assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
 
 
+@pytest.mark.slow
+def test_the_ale_vector_script_is_probed_with_either_spelling_of_its_ids():
+    """A tuner of `ppo_atari_ale_vector.py`: its flags are read, ALE's ids and EnvPool's pass,
+    a gymnasium id is refused (before any trial), and an ALE id is scored on its game's scale."""
+    from cleanrl_utils.tuner.scores import Normalizer
+    from cleanrl_utils.tuner.space import probe_script
+
+    script = str(REPO_ROOT / "cleanrl" / "ppo_atari_ale_vector.py")
+    env_ids = ["ALE/Breakout-v5", "Pong-v5", "PongNoFrameskip-v4"]
+    flags, env_problems = probe_script(sys.executable, script, env_ids)
+    assert {"learning-rate", "env-id", "max-episode-steps"} <= flags
+    (problem,) = env_problems
+    assert "'PongNoFrameskip-v4'" in problem and "ALE's vector env" in problem
+    normalizer = Normalizer.make(env_ids[:1], {}, "auto")
+    assert normalizer("ALE/Breakout-v5", 30.5) == pytest.approx(1.0)  # human-normalised
+
+
 # ---------------------------------------------------------------------------------------------
 # The objective's arithmetic, the flags, the run's record (no processes)
 

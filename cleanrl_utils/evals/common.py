@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.runs import RunName
+from cleanrl_utils.runs import RunName, file_env_id
 
 
 def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> list[float]:
@@ -116,7 +116,7 @@ def evaluation_video_dir(model, video_dir: str | Path) -> Path:
     it."""
     folder = Path(model.path).resolve().parent.name
     if RunName.parse(folder) is None:
-        folder = f"{model.args['env_id']}__{model.script}__{model.args.get('seed', 1)}"
+        folder = f"{file_env_id(model.args['env_id'])}__{model.script}__{model.args.get('seed', 1)}"
     path, n = Path(video_dir) / folder, 1
     while path.exists():
         n += 1

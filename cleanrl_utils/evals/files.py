@@ -30,6 +30,7 @@ from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
     list_checkpoints,
     read_checkpoint,
+    read_regular_file,
 )
 from cleanrl_utils.checks import fail, number_problem, value_problem
 from cleanrl_utils.runs import atomic_write_bytes, name_problem
@@ -190,9 +191,12 @@ def _read_model(path: Path) -> Model:
     path = Path(path)
     if path.is_dir():
         path = model_in_run_folder(path)
-    if not path.is_file():
+    if not path.exists():
         fail(f"model file not found: {path} ({WHAT_A_MODEL_IS})")
-    raw = path.read_bytes()
+    try:  # (a FIFO is never opened for reading: it would wait for a writer)
+        raw = read_regular_file(path)
+    except CorruptCheckpoint as exc:
+        fail(f"cannot read model file {path}: {exc}")
     try:
         if raw.startswith(MAGIC):
             return model_from_checkpoint(path)
@@ -229,7 +233,7 @@ def read_model(path: str | Path) -> Model:
 
 def model_script(model: Model):
     """The module of the script that trained `model`, once its env id is checked as that script
-    checks it (`check_envpool_atari_id` or `check_gymnasium_atari_id`, whichever it imports);
+    checks it (the `check_*_id` function it imports: `check_envpool_atari_id`, ...);
     exits 2 with one `error:` line when the script is not one of cleanrl/ or the env id is not
     one of its games."""
     try:
@@ -248,7 +252,7 @@ def model_script(model: Model):
     problem = args_problem(model.args, fields)
     if problem:
         fail(f"{model.path}: the arguments recorded in the file cannot be used: {problem}")
-    for check in ("check_envpool_atari_id", "check_gymnasium_atari_id"):
-        if hasattr(script, check):
-            getattr(script, check)(model.args["env_id"])
+    for name in dir(script):
+        if name.startswith("check_") and name.endswith("_id") and callable(getattr(script, name)):
+            getattr(script, name)(model.args["env_id"])
     return script
