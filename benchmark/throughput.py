@@ -38,6 +38,7 @@ from throughput_measure import (  # noqa: E402
     bound_params,
     run_bound,
     run_script,
+    script_flags,
 )
 from throughput_report import (  # noqa: E402
     Summary,
@@ -47,6 +48,8 @@ from throughput_report import (  # noqa: E402
     settings_line,
     summarize,
 )
+
+from cleanrl_utils.checks import parse_args as parse_flags  # noqa: E402
 
 
 @dataclass
@@ -86,36 +89,6 @@ class UsageError(Exception):
     """Bad command-line input: reported as one `error:` line, exit code 2, before any work."""
 
 
-def flag_value(argv: list[str], name: str, default: int) -> int:
-    """The value of `--name` in argv (`--num-envs 16`, `--num_envs 16` or `--num-envs=16`); the
-    last one counts, as in tyro."""
-    spellings = (f"--{name}", f"--{name.replace('-', '_')}")
-    value = default
-    for i, token in enumerate(argv):
-        key, eq, text = token.partition("=")
-        if key in spellings:
-            if not eq and i + 1 >= len(argv):
-                raise UsageError(f"{key} in --extra-args has no value")
-            text = text if eq else argv[i + 1]
-            try:
-                value = int(text)
-            except ValueError:
-                raise UsageError(f"{key} in --extra-args takes an integer, got {text!r}") from None
-    return value
-
-
-def sizes_from_argv(argv: list[str]) -> Sizes:
-    """The sizes that `argv` (`--extra-args`) gives the scripts; the defaults for the rest."""
-    defaults = Sizes()
-    names = ("num_envs", "num_steps", "num_minibatches", "update_epochs")
-    return Sizes(
-        **{
-            name: flag_value(argv, name.replace("_", "-"), getattr(defaults, name))
-            for name in names
-        }
-    )
-
-
 def script_name(text: str) -> str:
     """`ppo_atari`, `ppo_atari.py` and `cleanrl/ppo_atari.py` all name `ppo_atari`."""
     name = Path(text).name.removesuffix(".py")
@@ -126,7 +99,7 @@ def script_name(text: str) -> str:
 
 def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
     """The command line, checked; raises UsageError on bad input."""
-    args = tyro.cli(Args, args=argv)
+    args = parse_flags(Args, argv)  # (a malformed command line: one `error:` line, exit 2)
     if not args.scripts:
         raise UsageError("--scripts needs at least one script")
     args.scripts = [script_name(s) for s in args.scripts]
@@ -142,7 +115,10 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
         extra = shlex.split(args.extra_args)
     except ValueError as e:
         raise UsageError(f"--extra-args cannot be split into flags: {e}") from None
-    sizes = sizes_from_argv(extra)
+    try:
+        sizes, _ = script_flags(extra, Sizes)
+    except ValueError as e:
+        raise UsageError(f"--extra-args: {e}") from None
     for name, value in vars(sizes).items():
         if value < 1:
             raise UsageError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")

@@ -4,6 +4,8 @@ and each bound's process (`machine.py` measures it); the report is `throughput_r
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import tyro
 from machine import Sizes
 
+from cleanrl_utils.checks import tyro_error_line
 from cleanrl_utils.report.events import event_files, read_event_file
 
 if TYPE_CHECKING:
@@ -54,18 +58,23 @@ def env_id_for(script: str, game: str) -> str:
     return f"{game}NoFrameskip-v4" if KINDS[script] == "gymnasium" else f"{game}-v5"
 
 
-def without_flag(argv: list[str], name: str) -> list[str]:
-    """`argv` without `--name` and its value, however spelled."""
-    spellings, out, skip = (f"--{name}", f"--{name.replace('-', '_')}"), [], False
-    for token in argv:
-        key, eq, _ = token.partition("=")
-        if skip:
-            skip = False
-        elif key in spellings:
-            skip = not eq
-        else:
-            out.append(token)
-    return out
+def script_flags(argv: list[str], cls):
+    """`argv` (`--extra-args`) read as the scripts read it (tyro): `cls` (a dataclass of some of
+    the scripts' flags) with the values given, the defaults for the rest, and the other flags,
+    left as they are for the scripts. Raises ValueError, with tyro's message as one line."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(cls, args=argv, return_unknown_args=True, add_help=False)
+    except SystemExit:
+        raise ValueError(tyro_error_line(captured.getvalue(), argv, cls)) from None
+
+
+@dataclass
+class NumEnvs:
+    """The flag that a `*_multigpu` script's run takes as `--local-num-envs` per process."""
+
+    num_envs: int = Sizes.num_envs
 
 
 def steady_sps(times: list[float], batch_size: int, burn_in: int) -> float:
@@ -187,7 +196,7 @@ def script_command(script: str, args: Args, sizes: Sizes, root: Path = REPO_ROOT
     if script in MULTI_PROCESS:  # the same batch, from nproc processes
         launcher = [sys.executable, "-m", "cleanrl_utils.torchrun", "--standalone"]
         launcher += [f"--nproc_per_node={args.nproc}", path]
-        extra = without_flag(extra, "num-envs")
+        extra = script_flags(extra, NumEnvs)[1]
         extra += ["--local-num-envs", str(sizes.num_envs // args.nproc)]
     command = [
         *launcher,

@@ -79,6 +79,12 @@ def _one_line(box: str) -> str:
     return " ".join(blocks[0]) if blocks else box.strip().replace("\n", " ")
 
 
+def tyro_error_line(box: str, argv: list[str], cls) -> str:
+    """What tyro printed (`box`) when it could not parse `argv` into the dataclass `cls`, as one
+    line in our words (without `error:`)."""
+    return _tyro_message(_one_line(box), argv, cls)
+
+
 def _tyro_message(message: str, argv: list[str], cls) -> str:
     """tyro's error, said in our words: the bad value and the flag, the `--no-` form of a switch."""
     message = re.sub(r"^Error parsing (\S+): ", r"\1: ", message)
@@ -125,7 +131,7 @@ def parse_args(
         if exc.code in (0, None):
             sys.stderr.write(captured.getvalue())
             raise
-        fail(_tyro_message(_one_line(captured.getvalue()), argv, cls))
+        fail(tyro_error_line(captured.getvalue(), argv, cls))
     sys.stderr.write(captured.getvalue())  # (tyro's warnings, if any)
     problem = number_problem(args)
     if problem:

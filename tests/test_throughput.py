@@ -77,12 +77,16 @@ def test_flags():
     assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 8)
 
 
-def test_flag_value_spellings_and_last_one_wins():
+def test_script_flags_spellings_and_last_one_wins():
+    """`--extra-args` read as the scripts read it (tyro): the sizes, the rest left for them."""
+    sizes = sys.modules["machine"].Sizes
     argv = ["--num-envs", "4", "--seed", "3", "--num_envs=6"]
-    assert tp.flag_value(argv, "num-envs", 8) == 6
-    assert tp.flag_value(argv[:2], "num-envs", 8) == 4
-    assert tp.flag_value(["--num-steps=32"], "num-steps", 128) == 32
-    assert tp.flag_value([], "num-steps", 128) == 128
+    assert measure.script_flags(argv, sizes) == (sizes(num_envs=6), ["--seed", "3"])
+    assert measure.script_flags(argv[:2], sizes)[0].num_envs == 4
+    assert measure.script_flags(["--num-steps=32"], sizes)[0].num_steps == 32
+    assert measure.script_flags([], sizes) == (sizes(), [])
+    rest = ["--help", "--update", "3", "--learning-rate", "-1"]  # no help, no abbreviations
+    assert measure.script_flags(rest, sizes) == (sizes(), rest)
 
 
 def test_env_ids():
@@ -132,8 +136,10 @@ def test_help_documents_every_flag(capsys, monkeypatch):
         (["--repeats", "0"], "--repeats must be at least 1"),
         (["--bound-steps", "0"], "--bound-steps must be at least 1"),
         (["--game", "Breakout-v5"], "--game takes a game's name"),
-        (["--extra-args=--num-envs two"], "takes an integer, got 'two'"),
-        (["--extra-args=--num-envs"], "--num-envs in --extra-args has no value"),
+        (["--extra-args=--num-envs two"], "--extra-args: --num-envs: 'two' is not a whole number"),
+        (["--extra-args=--num-envs"], "--extra-args: Missing value for argument '--num-envs'"),
+        (["--iterations", "x"], "--iterations: 'x' is not a whole number"),
+        (["--bogus"], "Unrecognized options: --bogus"),
         (["--extra-args=--num-envs 0"], "--num-envs in --extra-args must be at least 1"),
         (["--nproc", "3"], "--nproc 3 does not divide the 8 envs"),
         (["--scripts", "ppo_atari_dp"], "ppo_atari_envpool_multigpu"),
@@ -362,10 +368,8 @@ def test_a_multi_process_script_runs_under_torchrun_with_the_same_batch():
     assert command[-2:] == ["--total-timesteps", str(6 * 16 * 128)]  # 1 + 5 iterations
     single = measure.script_command("ppo_atari_envpool", args, sizes)
     assert single[1].endswith("cleanrl/ppo_atari_envpool.py") and "--num_envs=16" in single
-    assert measure.without_flag(["--num-envs", "4", "--x", "--num_envs=2", "1"], "num-envs") == [
-        "--x",
-        "1",
-    ]
+    argv = ["--num-envs", "4", "--x", "--num_envs=2", "1"]
+    assert measure.script_flags(argv, measure.NumEnvs)[1] == ["--x", "1"]
 
 
 def test_the_gpu_check_on_a_machine_without_gpus_says_which_parts_it_skipped_and_why(tmp_path):
