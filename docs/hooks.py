@@ -242,10 +242,10 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 FLOORS = {
     "base": [
         "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "benchmark", "distributed", "ranks",
+        "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
         "torchrun",
     ],
-    "tools": ["evals", "report", "convert", "tuner"],
+    "tools": ["evals", "report", "convert", "benchmark", "tuner"],
     "hub": ["huggingface", "enjoy"],
     "lifecycle": ["resume", "run", "after_training", "faults", "stops"],
 }  # fmt: skip

@@ -459,10 +459,11 @@ def test_the_example_tuner_file_sets_only_flags_and_games_the_script_has(monkeyp
 
     monkeypatch.chdir(REPO_ROOT)  # the example's paths are relative to the repository root
     tuner = runpy.run_path("benchmark/tune_ppo_atari_envpool.py")["tuner"]  # (not __main__)
-    flags, env_problems = probe_script(tuner.python, tuner.script, tuner.env_ids)
-    assert env_problems == [] and tuner.env_ids == ["Breakout-v5", "Pong-v5"]
+    settings = tuner.settings
+    flags, env_problems = probe_script(settings.python, settings.script, list(settings.env_ids))
+    assert env_problems == [] and settings.env_ids == ("Breakout-v5", "Pong-v5")
     sampled = tuner.params_fn(optuna.create_study().ask())
-    check_flags(list(sampled), flags, tuner.script, "search space flag")  # raises if unknown
+    check_flags(list(sampled), flags, settings.script, "search space flag")  # raises if unknown
     assert {"learning-rate", "num-minibatches", "ent-coef"} <= set(sampled)
 
 
@@ -667,7 +668,7 @@ def test_a_trial_whose_tuner_was_killed_before_it_saw_the_run_folder_resumes_tha
     import socket
 
     from cleanrl_utils.tuner import Tuner
-    from cleanrl_utils.tuner.study import worker_id
+    from cleanrl_utils.tuner.study import open_study, worker_id
 
     monkeypatch.chdir(tmp_path)
     gone = subprocess.Popen(["true"])
@@ -679,7 +680,7 @@ def test_a_trial_whose_tuner_was_killed_before_it_saw_the_run_folder_resumes_tha
         study_name="killed",
         env_ids=["Breakout-v5"],
     )
-    study = optuna.create_study(study_name="killed")
+    study = open_study(optuna.storages.InMemoryStorage(), "killed", "minimize")
     trial = study.ask({"learning-rate": optuna.distributions.FloatDistribution(1e-4, 1e-3)})
     host = socket.gethostname()
     trial.set_user_attr("worker", {"host": host, "pid": gone.pid, "slurm": None})
@@ -725,7 +726,7 @@ def test_trials_md_marks_a_resumed_trial_and_trials_png_draws_the_interrupted_on
     note = note_of(study.trials[1])
     assert note.startswith("resumes trial 0; 1 run continued from a checkpoint on other games")
 
-    fig = figure(study, tuner)
+    fig = figure(study, tuner.settings)
     (ax,) = fig.axes
     fig.canvas.draw()
     assert all(float(x).is_integer() for x in ax.get_xticks())  # trials 0 and 1, no 0.5

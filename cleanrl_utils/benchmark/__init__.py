@@ -8,8 +8,9 @@ Every job (one run) is `COMMAND --env-id ENV_ID --seed SEED`, env-major: job i h
 env_ids[i // num_seeds] and seed start_seed + i % num_seeds, the same order as the SLURM array's
 task ids.
 
-- `common`: the flags (`Args`), the jobs, how a run ended (`Result`) and how it is reported, the
-  thread limits, the W&B tag;
+- `common`: the flags (`Args`), the sweep's jobs, how a run's end is reported, the W&B tag;
+  a job, its process group, how it ended (`Result`) and the thread limits are the base module
+  `cleanrl_utils.pool`'s (the tuner's too), named here as well;
 - `local`: the local pool, also as a function for other programs (`run_pool`);
 - `slurm`: the SLURM array: the template, `sbatch`, `--slurm-wait`;
 - `cli`: the command line (`main`).
@@ -17,36 +18,16 @@ task ids.
 
 from cleanrl_utils.benchmark.cli import check_args, main
 from cleanrl_utils.benchmark.common import (
-    LOG_TAIL_LINES,
     PROG,
-    THREAD_VARIABLES,
     Args,
-    Job,
-    Result,
     autotag,
     env_id_problem,
-    killed_by,
-    log_name,
-    log_tail,
     make_jobs,
     print_summary,
     report_failure,
     tagged_env,
-    thread_limits,
-    usable_cpus,
 )
-from cleanrl_utils.benchmark.local import (
-    POLL_S,
-    STOP_GRACE_S,
-    PoolResult,
-    Running,
-    pool,
-    run_local,
-    run_pool,
-    signal_group,
-    start_job,
-    stop_jobs,
-)
+from cleanrl_utils.benchmark.local import PoolResult, pool, run_local, run_pool
 from cleanrl_utils.benchmark.slurm import (
     FINAL_STATES,
     NEEDS,
@@ -69,6 +50,23 @@ from cleanrl_utils.benchmark.slurm import (
 )
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import StopRequest
+from cleanrl_utils.pool import (
+    LOG_TAIL_LINES,
+    POLL_S,
+    STOP_GRACE_S,
+    THREAD_VARIABLES,
+    Job,
+    Result,
+    Running,
+    killed_by,
+    log_name,
+    log_tail,
+    signal_group,
+    start_job,
+    stop_jobs,
+    thread_limits,
+    usable_cpus,
+)
 
 __all__ = [
     "FINAL_STATES", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",

@@ -1,24 +1,18 @@
-"""What the local pool and the SLURM array share: the flags, the jobs, how a run ended and how
-that is reported, the thread limits and the W&B tag."""
+"""What the local pool and the SLURM array share: the flags, the sweep's jobs, how a run's end is
+reported and the W&B tag. A job, its process and how it ended are the base module
+`cleanrl_utils.pool`'s."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import signal
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cleanrl_utils.exits import FAILED
-from cleanrl_utils.progress import format_seconds
-from cleanrl_utils.runs import file_name
+from cleanrl_utils.pool import Job, Result, log_tail
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
-# the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PJRT_NPROC")
-LOG_TAIL_LINES = 20
 # gymnasium's env id grammar, `[namespace/]name[-vN]` (EnvPool's ids are a subset): the ids a
 # script could ever accept, whatever is installed; a name does not start with `.`
 ENV_ID_SYNTAX = re.compile(r"(?:[\w:-]+/)?[\w:-][\w:.-]*")
@@ -33,12 +27,6 @@ def env_id_problem(env_id: str) -> str | None:
             f"'_', ':', '-' and '.' (not first), at most {MAX_ENV_ID} characters"
         )
     return None
-
-
-def log_name(env_id: str, seed: int) -> str:
-    """The log file of one env id and seed: `{env_id}__seed{seed}.log`, the id spelled as one
-    file name of its own (`ALE/Breakout-v5`: `ALE+Breakout-v5__seed1.log`; see `file_name`)."""
-    return f"{file_name(env_id)}__seed{seed}.log"
 
 
 @dataclass
@@ -75,55 +63,6 @@ class Args:
     """wait for the array to finish and report each task's state and exit code, as the local pool does"""
 
 
-@dataclass(frozen=True)
-class Job:
-    """One command to run (a sweep's: the training command for one env id and seed, with
-    `--env-id ENV_ID --seed SEED` in it), how the console names it and its log file's name in
-    the local pool's log folder (by default from the env id and seed)."""
-
-    env_id: str | None
-    seed: int | None
-    command: str
-    name: str = ""
-    log_name: str = ""
-
-    def __post_init__(self):
-        if not self.name:
-            object.__setattr__(self, "name", f"{self.env_id} seed {self.seed}")
-        if not self.log_name:
-            object.__setattr__(self, "log_name", log_name(str(self.env_id), self.seed))
-
-    @property
-    def processes(self) -> int:
-        """The processes the command starts: `torchrun --nproc-per-node N` (or `_`, `=N`; also
-        `python -m cleanrl_utils.torchrun` and `python -m torch.distributed.run`) with
-        `--nnodes 1` or none starts N (each counts as a worker of the pool), anything else one."""
-        return command_processes(self.command)
-
-    @classmethod
-    def named(cls, command: str, name: str, log_name: str) -> Job:
-        """A command of no sweep (no env id and seed of the launcher's)."""
-        return cls(None, None, command, name, log_name)
-
-
-def command_processes(command: str) -> int:
-    """How many processes `command` runs at once on this machine: torchrun's `--nproc-per-node`
-    (`--nproc_per_node`, either `N` or `=N`), 1 for any other command."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return 1
-    launchers = ("torch.distributed.run", "cleanrl_utils.torchrun")
-    if not any(os.path.basename(w) == "torchrun" or w in launchers for w in words):
-        return 1
-    for i, word in enumerate(words):
-        name, _, value = word.partition("=")
-        if name.replace("_", "-") == "--nproc-per-node":
-            value = value or (words[i + 1] if i + 1 < len(words) else "")
-            return int(value) if value.isdigit() and int(value) > 0 else 1
-    return 1
-
-
 def make_jobs(args: Args) -> list[Job]:
     """Env-major: job i has env_ids[i // num_seeds] and seed start_seed + i % num_seeds, the
     order of the SLURM array's task ids."""
@@ -135,39 +74,8 @@ def make_jobs(args: Args) -> list[Job]:
     ]
 
 
-@dataclass
-class Result:
-    """How a run ended: its exit code (negative: killed by that signal) and, for a SLURM task,
-    its job state."""
-
-    job: Job
-    exit_code: int
-    seconds: float | None = None
-    log: Path | None = None
-    slurm_state: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and self.slurm_state in (None, "COMPLETED")
-
-    def describe(self) -> str:
-        how = f"exit code {self.exit_code}" if self.exit_code >= 0 else killed_by(-self.exit_code)
-        if self.slurm_state not in (None, "COMPLETED", "FAILED"):
-            how = f"{self.slurm_state}, {how}"
-        if self.seconds is not None:
-            how += f", after {format_seconds(self.seconds)}"
-        return how
-
-
-def killed_by(signum: int) -> str:
-    try:
-        return f"killed by {signal.Signals(signum).name}"
-    except ValueError:  # a real-time signal has no name
-        return f"killed by signal {signum}"
-
-
 # ---------------------------------------------------------------------------------------------
-# Run environment: W&B tags and thread limits
+# Run environment: W&B tags
 
 
 def autotag(cwd: str | None = None, timeout_s: float = 5.0) -> str | None:
@@ -197,26 +105,8 @@ def tagged_env(env: dict, tag: str | None) -> dict:
     return {**env, "WANDB_TAGS": ",".join([*tags, tag])}
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # respects taskset and cgroup cpusets
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def thread_limits(threads: int) -> dict[str, str]:
-    return {name: str(threads) for name in THREAD_VARIABLES}
-
-
 # ---------------------------------------------------------------------------------------------
 # Reporting, shared by the local pool and --slurm-wait
-
-
-def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
-    if path is None or not path.exists():
-        return "    (no log)"
-    tail = path.read_text(errors="replace").splitlines()[-lines:]
-    return "\n".join(f"    | {line}" for line in tail) or "    (empty log)"
 
 
 def report_failure(result: Result) -> None:

@@ -17,9 +17,6 @@ It prints what the launcher prints (each start, finish and failure with its log'
 from __future__ import annotations
 
 import os
-import shlex
-import signal
-import subprocess
 import sys
 import time
 from collections import deque
@@ -27,28 +24,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.benchmark.common import (
+from cleanrl_utils.benchmark.common import print_summary, report_failure
+from cleanrl_utils.exits import FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.pool import (
+    POLL_S,
     THREAD_VARIABLES,
     Job,
     Result,
-    print_summary,
-    report_failure,
+    Running,
+    start_job,
+    stop_jobs,
     thread_limits,
     usable_cpus,
 )
-from cleanrl_utils.exits import CANNOT_START, FAILED, INTERRUPTED, StopRequest
 from cleanrl_utils.progress import format_seconds
-
-POLL_S = 0.2
-STOP_GRACE_S = 30.0  # after SIGTERM, how long a run may take to exit (to write its checkpoint)
-
-
-@dataclass
-class Running:
-    job: Job
-    process: subprocess.Popen
-    start: float
-    log: Path
 
 
 @dataclass
@@ -74,54 +63,6 @@ class PoolResult:
         if self.interrupted:
             return INTERRUPTED
         return FAILED if any(r is None or not r.ok for r in self.results) else 0
-
-
-def start_job(job: Job, log: Path, env: Mapping[str, str]) -> Running | Result:
-    """Start a run in its own process group, so that stopping it stops its children too."""
-    with open(log, "wb") as out:
-        try:
-            process = subprocess.Popen(
-                shlex.split(job.command),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as e:  # no such program: reported like a shell would
-            out.write(f"cannot start {job.command!r}: {e}\n".encode())
-            return Result(job, CANNOT_START, 0.0, log)
-    return Running(job, process, time.monotonic(), log)
-
-
-def signal_group(pid: int, signum: int) -> bool:
-    """Sends `signum` to the process group of `pid` (a run and its children); SIGTERM is followed
-    by SIGCONT, as `scancel` and systemd do, so that a suspended run (SIGSTOP, a SLURM suspend)
-    handles it and writes its checkpoint instead of waiting frozen for the SIGKILL. False when
-    the group is gone."""
-    try:
-        os.killpg(pid, signum)
-        if signum == signal.SIGTERM:
-            os.killpg(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def stop_jobs(running: list[Running], grace_s: float | None = None) -> None:
-    """SIGTERM every run's process group (and SIGCONT: see `signal_group`), then SIGKILL what is
-    left after `grace_s` seconds (default `STOP_GRACE_S`)."""
-    grace_s = STOP_GRACE_S if grace_s is None else grace_s
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for r in running:
-            signal_group(r.process.pid, signum)  # (False: the whole group has exited already)
-        deadline = time.monotonic() + grace_s
-        while any(r.process.poll() is None for r in running) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        if all(r.process.poll() is not None for r in running):
-            break
-    for r in running:
-        r.process.wait()
 
 
 def pool(jobs: list[Job], workers: int, log_dir: Path, env: Mapping[str, str]) -> PoolResult:

@@ -14,17 +14,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.benchmark.common import (
-    PROG,
-    Args,
-    Job,
-    Result,
-    print_summary,
-    report_failure,
-    thread_limits,
-)
+from cleanrl_utils.benchmark.common import PROG, Args, print_summary, report_failure
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import FAILED, INTERRUPTED, USAGE_ERROR, StopRequest
+from cleanrl_utils.pool import Job, Result, thread_limits
 from cleanrl_utils.progress import format_seconds
 
 PLACEHOLDER = re.compile(r"{{(.*?)}}")

@@ -2,10 +2,16 @@
 """The Optuna tuner: `Tuner` (CleanRL's arguments) and `python -m cleanrl_utils.tuner`. One
 module per job:
 
+- `state`: the tuner's state as typed values: the settings its trials and results read (one
+  frozen `Settings`), a trial's record in the study (`TrialRecord`: the only code that names
+  Optuna's user attributes), bad input (`TunerError`, turned into one `error:` line at the
+  entry points);
 - `storage`: the `--storage` flag: an RDB URL (SQLite by default) or a journal file;
-- `space`: the search space (`--param NAME=KIND:ARGS`), the script's flags from its `--help`;
+- `space`: the search space (`--param NAME=KIND:ARGS`), the script's flags from its `--help`,
+  read by `probe` (`python -m cleanrl_utils.tuner.probe`, run with the script's interpreter);
 - `scores`: the objective: the metric from the event files, normalised, aggregated over games;
-- `trials`: one trial's runs as processes, intermediate values, pruning with SIGTERM;
+- `trials`: one trial's runs as processes (`cleanrl_utils.pool`), intermediate values, pruning
+  with SIGTERM;
 - `study`: `Tuner`, the ask-and-tell loop over `workers` trials, Ctrl-C and resuming;
 - `results`: the table of trials (markdown, CSV), the plot, the best trial's command;
 - `cli`: the command line.

@@ -126,7 +126,8 @@ def submit_array(args: Args, argv: list[str]) -> int:
 def make_tuner(args: Args):
     import optuna
 
-    from cleanrl_utils.tuner.space import SpaceError, parse_space, space_params_fn
+    from cleanrl_utils.tuner.space import parse_space, space_params_fn
+    from cleanrl_utils.tuner.state import one_error_line
     from cleanrl_utils.tuner.study import Tuner
 
     if not args.param:
@@ -134,10 +135,8 @@ def make_tuner(args: Args):
             "no --param: every trial would run the script's defaults again; give the search "
             "space, one --param NAME=KIND:ARGS per flag (e.g. --param learning-rate=loguniform:1e-4:1e-3)"
         )
-    try:
+    with one_error_line():
         params = parse_space(args.param)
-    except SpaceError as e:
-        fail(str(e))
     for name in ("num_trials", "num_seeds", "workers", "metric_last_n_average_window"):
         if getattr(args, name) <= 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -164,7 +163,7 @@ def make_tuner(args: Args):
     else:
         pruner = optuna.pruners.NopPruner()
     study_name = args.study_name or args.script.rstrip("/").rpartition("/")[2].removesuffix(".py")
-    try:
+    with one_error_line():
         return Tuner(
             script=args.script,
             metric=args.metric,
@@ -185,8 +184,6 @@ def make_tuner(args: Args):
             start_seed=args.start_seed,
             log_dir=args.log_dir,
         )
-    except ValueError as e:
-        fail(str(e))
 
 
 @stops_on_ctrl_c

@@ -12,12 +12,13 @@ from optuna.trial import TrialState
 
 from cleanrl_utils.report.tables import markdown_table
 from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.tuner.state import Settings, TrialRecord
 
 HEADER = ["trial", "state", "objective", "flags", "runs", "note"]
 
 
 def state_of(trial) -> str:
-    if trial.user_attrs.get("interrupted"):
+    if TrialRecord.of(trial).interrupted:
         return "INTERRUPTED"  # (Optuna: FAIL) resumed by a later trial with the same flags
     return trial.state.name
 
@@ -32,26 +33,22 @@ def objective_of(trial) -> float | None:
 
 
 def note_of(trial) -> str:
-    attrs = trial.user_attrs
+    record = TrialRecord.of(trial)
     notes = []
-    if "resumes" in attrs:
-        resumed = [
-            r
-            for r in (attrs.get("resume_runs") or {}).values()
-            if r.get("dir") and r.get("state") != "done"
-        ]
-        notes.append(f"resumes trial {attrs['resumes']}")
+    if record.resumes is not None:
+        resumed = [r for r in record.resume_runs if r.dir and r.state != "done"]
+        notes.append(f"resumes trial {record.resumes}")
         if resumed:
             notes.append(
                 f"{len(resumed)} run{'s' if len(resumed) > 1 else ''} continued from a checkpoint "
                 "on other games (a seed derived from --seed): not the score of an uninterrupted run"
             )
-    if attrs.get("interrupted"):
+    if record.interrupted:
         notes.append("stopped by Ctrl-C; resumed in a new trial")
-    if trial.state == TrialState.PRUNED and "pruned_at_step" in attrs:
-        notes.append(f"pruned at step {attrs['pruned_at_step']:,}")
-    if trial.state == TrialState.FAIL and "error" in attrs and not attrs.get("interrupted"):
-        notes.append(attrs["error"].splitlines()[0])
+    if trial.state == TrialState.PRUNED and record.pruned_at_step is not None:
+        notes.append(f"pruned at step {record.pruned_at_step:,}")
+    if trial.state == TrialState.FAIL and record.error is not None and not record.interrupted:
+        notes.append(record.error.splitlines()[0])
     return "; ".join(notes)
 
 
@@ -59,14 +56,14 @@ def rows(study) -> list[list[str]]:
     out = []
     for trial in study.get_trials(deepcopy=False):
         value = objective_of(trial)
-        runs = trial.user_attrs.get("runs") or {}
+        record = TrialRecord.of(trial)
         out.append(
             [
                 str(trial.number),
                 state_of(trial),
                 "" if value is None else f"{value:.6g}",
-                " ".join(trial.user_attrs.get("flags", [])),
-                " ".join(r["dir"] for r in runs.values() if r.get("dir")),
+                " ".join(record.flags),
+                " ".join(r.dir for r in record.runs if r.dir),
                 note_of(trial),
             ]
         )
@@ -80,15 +77,15 @@ def steps_saved(study) -> tuple[int, int]:
     trial's other runs."""
     ran = budget = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        runs = list((trial.user_attrs.get("runs") or {}).values())
-        budgets = [r["budget"] for r in runs if r.get("budget")]
+        runs = TrialRecord.of(trial).runs
+        budgets = [r.budget for r in runs if r.budget]
         if not budgets:
             continue
-        ran += sum(r.get("steps") or 0 for r in runs)
+        ran += sum(r.steps or 0 for r in runs)
         if trial.state == TrialState.COMPLETE:  # every run ran to its end, in whole iterations
-            budget += sum(r.get("steps") or r.get("budget") or budgets[0] for r in runs)
+            budget += sum(r.steps or r.budget or budgets[0] for r in runs)
         else:
-            budget += sum(r.get("budget") or budgets[0] for r in runs)
+            budget += sum(r.budget or budgets[0] for r in runs)
     return ran, budget
 
 
@@ -106,12 +103,12 @@ def summary(study) -> str:
     return f"Trials: {text}.\n"
 
 
-def write_all(tuner, study) -> None:
+def write_all(settings: Settings, study) -> None:
     """trials.md, trials.csv and (with matplotlib) trials.png under the study's log folder."""
     table = rows(study)
-    folder = tuner.log_dir
+    folder = settings.log_dir
     md = [[c.replace("|", "\\|") for c in row] for row in table]
-    text = f"# Study {tuner.study_name}\n\n{summary(study)}\n" + markdown_table(
+    text = f"# Study {settings.study_name}\n\n{summary(study)}\n" + markdown_table(
         HEADER, md, ["r", "l", "r", "l", "l", "l"]
     )
     atomic_write_bytes(folder / "trials.md", text.encode())
@@ -121,21 +118,21 @@ def write_all(tuner, study) -> None:
     writer.writerows(table)
     atomic_write_bytes(folder / "trials.csv", buffer.getvalue().encode())
     if importlib.util.find_spec("matplotlib") is not None:
-        plot(study, tuner, folder / "trials.png")
+        plot(study, settings, folder / "trials.png")
 
 
-def objective_label(tuner) -> str:
+def objective_label(settings: Settings) -> str:
     """What the objective is, in words: `average over games of human-normalised
     charts/episodic_return (last 50 values, mean over seeds)`."""
-    over = f"{tuner.aggregation_type} over games of " if len(tuner.env_ids) > 1 else ""
-    scale = "" if tuner.normalizer.scale == "raw" else f"{tuner.normalizer.scale} "
+    s = settings
+    over = f"{s.aggregation_type} over games of " if len(s.env_ids) > 1 else ""
+    scale = "" if s.normalizer.scale == "raw" else f"{s.normalizer.scale} "
     return (
-        f"{over}{scale}{tuner.metric}\n(last {tuner.metric_last_n_average_window} values, "
-        "mean over seeds)"
+        f"{over}{scale}{s.metric}\n(last {s.metric_last_n_average_window} values, mean over seeds)"
     )
 
 
-def figure(study, tuner):
+def figure(study, settings: Settings):
     """The objective of each complete trial, the last value of each pruned one, each
     interrupted one (its last value, if it reported one, and a dotted line: resumed as a new
     trial), and the best so far."""
@@ -147,7 +144,7 @@ def figure(study, tuner):
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     trials = study.get_trials(deepcopy=False)
-    interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
+    interrupted = [t for t in trials if TrialRecord.of(t).interrupted]
     for number in [t.number for t in interrupted]:
         ax.axvline(number, color="grey", linestyle=":", linewidth=1)
     if interrupted:
@@ -167,7 +164,7 @@ def figure(study, tuner):
     complete = [(t.number, t.value) for t in trials if t.state == TrialState.COMPLETE]
     if complete:
         best, xs, ys = None, [], []
-        better = max if tuner.direction == "maximize" else min
+        better = max if settings.direction == "maximize" else min
         for number, value in complete:
             best = value if best is None else better(best, value)
             xs.append(number)
@@ -175,38 +172,39 @@ def figure(study, tuner):
         ax.step(xs, ys, where="post", label="best so far")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trials are numbered 0, 1, 2, ...
     ax.set_xlabel("trial")
-    ax.set_ylabel(objective_label(tuner), fontsize=8)
-    ax.set_title(f"study {tuner.study_name}: objective, {tuner.direction}d")
+    ax.set_ylabel(objective_label(settings), fontsize=8)
+    ax.set_title(f"study {settings.study_name}: objective, {settings.direction}d")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot(study, tuner, path) -> None:
+def plot(study, settings: Settings, path) -> None:
     import matplotlib.pyplot as plt
 
-    fig = figure(study, tuner)
+    fig = figure(study, settings)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def print_best(tuner, study):
+def print_best(settings: Settings, study):
     """Prints the best trial and its flags as ready commands; returns it (None if none)."""
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    print(f"======= results: {tuner.log_dir / 'trials.md'} (and .csv, .png)")
+    s = settings
+    print(f"======= results: {s.log_dir / 'trials.md'} (and .csv, .png)")
     print(summary(study), end="")
     if not complete:
         print("no trial completed")
         return None
     best = study.best_trial
-    flags = [*tuner.script_args, *best.user_attrs.get("flags", [])]
-    command = shlex.join(["python", tuner.script, *flags])
+    flags = [*s.script_args, *TrialRecord.of(best).flags]
+    command = shlex.join(["python", s.script, *flags])
     print(f"best trial: {best.number}, objective {best.value:.6g}")
-    print(f"  one run:   {command} --env-id {shlex.quote(tuner.env_ids[0])} --seed 1")
-    env_ids = " ".join(shlex.quote(e) for e in tuner.env_ids)
+    print(f"  one run:   {command} --env-id {shlex.quote(s.env_ids[0])} --seed 1")
+    env_ids = " ".join(shlex.quote(e) for e in s.env_ids)
     print(
         f"  benchmark: python -m cleanrl_utils.benchmark --env-ids {env_ids} --num-seeds 3 "
         f"--workers 1 --command {shlex.quote(command)}",

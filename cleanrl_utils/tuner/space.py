@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cleanrl_utils.tuner.probe import MARK
+from cleanrl_utils.tuner.state import TunerError
+
 KINDS = {
     "uniform": "uniform:LOW:HIGH, a float drawn uniformly",
     "loguniform": "loguniform:LOW:HIGH, a float drawn uniformly on a log scale (LOW > 0)",
@@ -23,7 +26,7 @@ TUNER_FLAGS = ("env-id", "seed", "exp-name", "resume")
 FLAG = re.compile(r"(?<![\w-])--([A-Za-z0-9][A-Za-z0-9_-]*)")
 
 
-class SpaceError(ValueError):
+class SpaceError(TunerError):
     """A search space or flag that cannot be used; the message is the `error:` line."""
 
 
@@ -99,49 +102,16 @@ def space_params_fn(params: list[Param]) -> Callable:
     return params_fn
 
 
-# Run in one process of the tuned script's interpreter, so that the script's imports (torch,
-# EnvPool) load once: the script's own env id check (`check_*_id` of `cleanrl_utils.checks`, which
-# the scripts call before building anything) on each env id, then the script's `--help`.
-PROBE = r"""
-import contextlib, importlib.util, io, json, os, runpy, sys
-from cleanrl_utils import checks
-script, env_ids = sys.argv[1], sys.argv[2:]
-spec = importlib.util.spec_from_file_location("_tuned_script", script)
-module = importlib.util.module_from_spec(spec)
-sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` would
-spec.loader.exec_module(module)
-found = [fn for name, fn in vars(checks).items() if name.startswith("check_") and name.endswith("_id")
-         and name != "check_env_id" and vars(module).get(name) is fn]
-problems = []
-for env_id in env_ids:
-    for check in found:
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                check(env_id)
-        except SystemExit:
-            problems.append(err.getvalue().strip().removeprefix("error: "))
-sys.argv = [script, "--help"]
-try:
-    runpy.run_path(script, run_name="__main__")
-except SystemExit as e:
-    code = e.code
-else:
-    code = 0
-print("\n" + MARK + json.dumps({"help_exit": code, "env_problems": problems}))
-"""
-MARK = "@@cleanrl-tuner-probe@@"
-
-
 def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float = 300.0):
     """The flags the script's `--help` lists (without the dashes), and the env ids the script
-    would refuse with their `error:` messages. Raises SpaceError when the script cannot be read
-    (no such file, an import error, a failing `--help`)."""
+    would refuse with their `error:` messages, from one process of `python` running
+    `cleanrl_utils.tuner.probe`. Raises SpaceError when the script cannot be read (no such
+    file, an import error, a failing `--help`)."""
     if not Path(script).is_file():
         raise SpaceError(f"no such script: {script}")
     try:
         out = subprocess.run(
-            [python, "-c", f"MARK = {MARK!r}\n{PROBE}", script, *env_ids],
+            [python, "-m", "cleanrl_utils.tuner.probe", script, *env_ids],
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cleanrl_utils.tuner.state import TunerError
 
-class StorageError(ValueError):
+
+class StorageError(TunerError):
     """A storage that cannot be opened; the message is the `error:` line."""
 
 
@@ -20,21 +22,28 @@ def journal_path(text: str) -> str | None:
     return None
 
 
-def check_storage(text: str) -> None:
-    """What can be checked of a storage without creating anything: a file storage's folder
-    exists; a database server (an RDB URL other than SQLite) answers (opened, then let go)."""
+def check_folder(text: str) -> bool:
+    """A file storage's folder (a journal's, a SQLite database's) exists, or StorageError; True
+    for a file storage, False for a database server."""
     path = journal_path(text)
     if path is not None:
         if not path or not Path(path).parent.is_dir():
             raise StorageError(f"--storage {text}: the journal's folder does not exist")
-        return
+        return True
     url = sqlite_url(text)
     if url.startswith("sqlite:///"):
         folder = Path(url.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
             raise StorageError(f"--storage {text}: the folder {folder} does not exist")
-        return
-    open_storage(text)
+        return True
+    return False
+
+
+def check_storage(text: str) -> None:
+    """What can be checked of a storage without creating anything: a file storage's folder
+    exists; a database server (an RDB URL other than SQLite) answers (opened, then let go)."""
+    if not check_folder(text):
+        open_storage(text)
 
 
 def sqlite_url(text: str) -> str:
@@ -54,10 +63,9 @@ def open_storage(text: str):
     not installed or a folder that does not exist raise StorageError."""
     import optuna
 
+    check_folder(text)
     path = journal_path(text)
     if path is not None:
-        if not path or not Path(path).parent.is_dir():
-            raise StorageError(f"--storage {text}: the journal's folder does not exist")
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
@@ -67,10 +75,6 @@ def open_storage(text: str):
         except OSError as e:
             raise StorageError(f"--storage {text}: cannot open the journal: {e}") from None
     text = sqlite_url(text)
-    if text.startswith("sqlite:///"):
-        folder = Path(text.removeprefix("sqlite:///")).parent
-        if not folder.is_dir():
-            raise StorageError(f"--storage {text}: the folder {folder} does not exist")
     try:
         return optuna.storages.RDBStorage(
             text, engine_kwargs={"pool_pre_ping": True}, skip_compatibility_check=False

@@ -1,5 +1,6 @@
 """`Tuner`: CleanRL's tuner arguments, run as an Optuna ask-and-tell loop over `workers` trials at
-once, each trial a series of real processes of the training script (`trials.TrialRun`)."""
+once, each trial a series of real processes of the training script (`trials.TrialRun`), on a
+`TunerStudy` (Optuna's study, used through its public API only)."""
 
 from __future__ import annotations
 
@@ -9,32 +10,28 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 
 import optuna
 from optuna.trial import TrialState
 
-from cleanrl_utils.benchmark import StopRequest, stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.checks import check_output_folder, fail
-from cleanrl_utils.exits import FAILED, INTERRUPTED
+from cleanrl_utils.checks import folder_problem
+from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
-from cleanrl_utils.tuner.space import (
-    SpaceError,
-    as_flags,
-    check_flags,
-    fixed_flag_names,
-    probe_script,
+from cleanrl_utils.tuner.space import as_flags, check_flags, fixed_flag_names, probe_script
+from cleanrl_utils.tuner.state import (
+    RunRecord,
+    Settings,
+    TrialRecord,
+    TunerError,
+    one_error_line,
 )
-from cleanrl_utils.tuner.storage import StorageError, check_storage, open_storage
-from cleanrl_utils.tuner.trials import (
-    RunState,
-    TrialRun,
-    new_run_dir,
-    run_key,
-    stop_orphan,
-    trial_exp_name,
-)
+from cleanrl_utils.tuner.storage import check_storage, open_storage
+from cleanrl_utils.tuner.trials import TrialRun, new_run_dir, stop_orphan, trial_exp_name
 
 POLL_S = 0.5
 # the study's log folder, LOG_DIR/STUDY_NAME: one folder inside LOG_DIR, never `..` or a path
@@ -56,6 +53,36 @@ def fresh_draws(study) -> None:
     Its random state is drawn anew there; a new study's first tuner keeps the seed's draws."""
     if study.get_trials(deepcopy=False) or os.environ.get("SLURM_ARRAY_TASK_ID", "0") != "0":
         study.sampler.reseed_rng()
+
+
+class TunerStudy(optuna.study.Study):
+    """An Optuna study driven by the tuner's ask-and-tell loop, on the storage it was opened
+    with (`storage`, where a trial's record is written by its number). A sampler may end the
+    study with `stop()` (GridSampler's, when its grid is done), as it would end
+    `study.optimize`: `stopped` is then set and the loop starts no new trial."""
+
+    def __init__(self, study_name: str, storage, sampler=None, pruner=None) -> None:
+        super().__init__(study_name=study_name, storage=storage, sampler=sampler, pruner=pruner)
+        self.storage = storage
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def trial_attr_setter(self, number: int) -> Callable:
+        """`set_user_attr(key, value)` of the trial `number`: of any trial of the study, one a
+        tuner that is gone left running too."""
+        study_id = self.storage.get_study_id_from_name(self.study_name)
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
+        return partial(self.storage.set_trial_user_attr, trial_id)
+
+
+def open_study(storage, study_name: str, direction: str, sampler=None, pruner=None) -> TunerStudy:
+    """The study `study_name` of `storage` (an Optuna storage), created if new."""
+    optuna.create_study(
+        storage=storage, study_name=study_name, direction=direction, load_if_exists=True
+    )
+    return TunerStudy(study_name, storage, sampler, pruner)
 
 
 def is_stale(worker: dict | None, me: dict) -> bool:
@@ -119,116 +146,117 @@ class Tuner:
         usable CPUs // workers); `pruning_marks` (intermediate values per run, at equal shares
         of its budget, and one after each run but the last; 0: none, so nothing is pruned);
         `start_seed`; `log_dir` (the runs' logs and
-        the results); `python` (the interpreter of the runs). Bad settings raise ValueError."""
-        self.script = script
-        self.metric = metric
-        self.target_scores = dict(target_scores or {})
+        the results); `python` (the interpreter of the runs). Bad settings raise `TunerError`
+        (a ValueError) with the reason."""
         if params_fn is None:
-            raise ValueError("no search space (params_fn): every trial would run the same flags")
-        self.params_fn = params_fn
+            raise TunerError("no search space (params_fn): every trial would run the same flags")
         if direction not in ("maximize", "minimize"):
-            raise ValueError(f"direction must be maximize or minimize, got {direction!r}")
-        self.direction = direction
+            raise TunerError(f"direction must be maximize or minimize, got {direction!r}")
         if aggregation_type not in AGGREGATIONS:
-            raise ValueError(
+            raise TunerError(
                 f"unknown aggregation type {aggregation_type!r} (one of {', '.join(AGGREGATIONS)})"
             )
-        self.aggregation_type = aggregation_type
         if metric_last_n_average_window <= 0:
-            raise ValueError("metric_last_n_average_window must be positive")
-        self.metric_last_n_average_window = metric_last_n_average_window
-        self.sampler = sampler
-        self.pruner = pruner
-        self.storage_text = storage
-        self.study_name = study_name or f"tuner_{int(time.time())}"
-        if not STUDY_NAME.fullmatch(self.study_name):
-            raise ValueError(
-                f"the study name {self.study_name!r} cannot name its log folder: 1 to 100 "
+            raise TunerError("metric_last_n_average_window must be positive")
+        study_name = study_name or f"tuner_{int(time.time())}"
+        if not STUDY_NAME.fullmatch(study_name):
+            raise TunerError(
+                f"the study name {study_name!r} cannot name its log folder: 1 to 100 "
                 "characters, only letters, digits, '.', '_', '-' and spaces, not starting with '.'"
             )
-        self.env_ids = list(env_ids) if env_ids else list(self.target_scores)
-        if not self.env_ids:
-            raise ValueError("no env ids: give env_ids or target_scores")
-        if len(set(self.env_ids)) < len(self.env_ids):
-            raise ValueError(f"env ids repeated: {self.env_ids}")
-        self.normalizer = Normalizer.make(self.env_ids, self.target_scores, normalization)
-        self.script_args = (
-            script_args.split() if isinstance(script_args, str) else list(script_args)
-        )
-        self.wandb_kwargs = dict(wandb_kwargs or {})
-        unknown = set(self.wandb_kwargs) - {"project", "entity"}
+        target_scores = dict(target_scores or {})
+        env_ids = list(env_ids) if env_ids else list(target_scores)
+        if not env_ids:
+            raise TunerError("no env ids: give env_ids or target_scores")
+        if len(set(env_ids)) < len(env_ids):
+            raise TunerError(f"env ids repeated: {env_ids}")
+        try:
+            normalizer = Normalizer.make(env_ids, target_scores, normalization)
+        except ValueError as e:
+            raise TunerError(str(e)) from None
+        script_args = script_args.split() if isinstance(script_args, str) else list(script_args)
+        wandb_kwargs = dict(wandb_kwargs or {})
+        unknown = set(wandb_kwargs) - {"project", "entity"}
         if unknown:
-            raise ValueError(f"wandb_kwargs: only project and entity are passed on, not {unknown}")
-        if self.wandb_kwargs:
-            self.script_args += ["--track"]
-            if "project" in self.wandb_kwargs:
-                self.script_args += ["--wandb-project-name", str(self.wandb_kwargs["project"])]
-            if "entity" in self.wandb_kwargs:
-                self.script_args += ["--wandb-entity", str(self.wandb_kwargs["entity"])]
+            raise TunerError(f"wandb_kwargs: only project and entity are passed on, not {unknown}")
+        if wandb_kwargs:
+            script_args += ["--track"]
+            if "project" in wandb_kwargs:
+                script_args += ["--wandb-project-name", str(wandb_kwargs["project"])]
+            if "entity" in wandb_kwargs:
+                script_args += ["--wandb-entity", str(wandb_kwargs["entity"])]
         if workers <= 0:
-            raise ValueError(f"workers must be positive, got {workers}")
+            raise TunerError(f"workers must be positive, got {workers}")
         if threads_per_run is not None and threads_per_run <= 0:
-            raise ValueError(f"threads_per_run must be positive, got {threads_per_run}")
+            raise TunerError(f"threads_per_run must be positive, got {threads_per_run}")
         if pruning_marks < 0:
-            raise ValueError(f"pruning_marks must not be negative, got {pruning_marks}")
+            raise TunerError(f"pruning_marks must not be negative, got {pruning_marks}")
+        self.params_fn = params_fn
+        self.sampler = sampler
+        self.pruner = pruner
         self.workers = workers
         self.threads_per_run = threads_per_run or max(1, usable_cpus() // workers)
-        self.pruning_marks = pruning_marks
         self.start_seed = start_seed
-        self.log_dir = Path(log_dir) / self.study_name
-        self.python = python
-        self.runs_dir = Path("runs")  # where the scripts write (relative to the working folder)
-        self.run_prefix = re.sub(r"[^A-Za-z0-9.-]+", "-", self.study_name).strip("-") or "tuner"
-        self.run_env = {**os.environ, **thread_limits(self.threads_per_run)}
-        if self.wandb_kwargs:
-            self.run_env["WANDB_RUN_GROUP"] = self.study_name
+        run_env = {**os.environ, **thread_limits(self.threads_per_run)}
+        if wandb_kwargs:
+            run_env["WANDB_RUN_GROUP"] = study_name
+        self.settings = Settings(
+            script=script,
+            script_args=tuple(script_args),
+            python=python,
+            env_ids=tuple(env_ids),
+            metric=metric,
+            metric_last_n_average_window=metric_last_n_average_window,
+            aggregation_type=aggregation_type,
+            direction=direction,
+            normalizer=normalizer,
+            pruning_marks=pruning_marks,
+            study_name=study_name,
+            storage_text=storage,
+            log_dir=Path(log_dir) / study_name,
+            runs_dir=Path("runs"),  # where the scripts write (relative to the working folder)
+            run_prefix=re.sub(r"[^A-Za-z0-9.-]+", "-", study_name).strip("-") or "tuner",
+            run_env=MappingProxyType(run_env),
+        )
         self.known_flags: set[str] | None = None
 
     # -- before anything starts ---------------------------------------------------------------
 
-    def check(self) -> optuna.study.Study:
+    def check(self) -> TunerStudy:
         """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
         it cannot take files), the script's flags (the fixed ones and the search space's,
         against its `--help`), the env ids (the script's own check), the storage (opened last: a
         new SQLite file is made only then). Ends the process with one `error:` line and exit
-        code 2."""
+        code 2. Returns the study."""
+        with one_error_line():
+            return self.prepare()
+
+    def prepare(self) -> TunerStudy:
+        """`check`, raising `TunerError` where `check` ends the process."""
+        s = self.settings
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        check_output_folder(self.log_dir, "--log-dir")  # (exit code 74)
-        try:
-            check_storage(self.storage_text)  # (creates nothing)
-        except StorageError as e:
-            fail(str(e))
-        try:
-            self.known_flags, env_problems = probe_script(self.python, self.script, self.env_ids)
-            check_flags(
-                fixed_flag_names(self.script_args), self.known_flags, self.script, "fixed flag"
+        problem = folder_problem(s.log_dir)
+        if problem is not None:
+            raise TunerError(f"--log-dir {s.log_dir}: cannot write there: {problem}", DISK_EXIT)
+        check_storage(s.storage_text)  # (creates nothing)
+        self.known_flags, env_problems = probe_script(s.python, s.script, list(s.env_ids))
+        check_flags(fixed_flag_names(s.script_args), self.known_flags, s.script, "fixed flag")
+        probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+        sampled = self.params_fn(probe)  # a throwaway trial: the flags the space will set
+        if not sampled:
+            raise TunerError(
+                "the search space is empty: every trial would run the script's defaults again"
             )
-            probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
-            sampled = self.params_fn(probe)  # a throwaway trial: the flags the space will set
-            if not sampled:
-                raise SpaceError(
-                    "the search space is empty: every trial would run the script's defaults again"
-                )
-            check_flags(list(sampled), self.known_flags, self.script, "search space flag")
-            if env_problems:
-                raise SpaceError(env_problems[0])
-        except SpaceError as e:
-            fail(str(e))
+        check_flags(list(sampled), self.known_flags, s.script, "search space flag")
+        if env_problems:
+            raise TunerError(env_problems[0])
+        storage = open_storage(s.storage_text)
         try:
-            storage = open_storage(self.storage_text)
-        except StorageError as e:
-            fail(str(e))
-        try:
-            return optuna.create_study(
-                storage=storage,
-                sampler=self.sampler,
-                pruner=self.pruner,
-                study_name=self.study_name,
-                direction=self.direction,
-                load_if_exists=True,
-            )
+            return open_study(storage, s.study_name, s.direction, self.sampler, self.pruner)
         except Exception as e:  # noqa: BLE001 (a storage error of any backend)
-            fail(f"cannot create or load the study {self.study_name!r} in {self.storage_text}: {e}")
+            raise TunerError(
+                f"cannot create or load the study {s.study_name!r} in {s.storage_text}: {e}"
+            ) from None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -237,29 +265,28 @@ class Tuner:
         trials stopped by Ctrl-C are resumed, not counted), `workers` at once; each trial runs
         every env id with `num_seeds` seeds. Returns the best trial (None if none completed).
         Ctrl-C (or SIGTERM) stops the running runs with a checkpoint and exits with 130; the
-        same call again continues the study."""
-        if num_trials <= 0 or num_seeds <= 0:
-            fail(f"num_trials and num_seeds must be positive, got {num_trials} and {num_seeds}")
-        study = self.check()
-        self.study = study
+        same call again continues the study. Bad input ends the process as `check` does."""
+        s = self.settings
+        with one_error_line():
+            if num_trials <= 0 or num_seeds <= 0:
+                raise TunerError(
+                    f"num_trials and num_seeds must be positive, got {num_trials} and {num_seeds}"
+                )
+            study = self.prepare()
         self.num_seeds = num_seeds
         me = worker_id()
         fresh_draws(study)
         self.recover_stale(study, me)
         print(
-            f"======= study {self.study_name!r} in {self.storage_text}: {num_trials} trials of "
-            f"{len(self.env_ids)} env ids x {num_seeds} seeds, {self.workers} at a time, "
-            f"{self.threads_per_run} threads per run; logs in {self.log_dir}/\n"
-            f"objective: {self.direction} the {self.aggregation_type} over games of "
-            f"{self.metric} (last {self.metric_last_n_average_window} values), normalised: "
-            f"{self.normalizer.describe()}",
+            f"======= study {s.study_name!r} in {s.storage_text}: {num_trials} trials of "
+            f"{len(s.env_ids)} env ids x {num_seeds} seeds, {self.workers} at a time, "
+            f"{self.threads_per_run} threads per run; logs in {s.log_dir}/\n"
+            f"objective: {s.direction} the {s.aggregation_type} over games of "
+            f"{s.metric} (last {s.metric_last_n_average_window} values), normalised: "
+            f"{s.normalizer.describe()}",
             flush=True,
         )
         active: list[TrialRun] = []
-        # as inside `study.optimize`: a sampler may end the study (GridSampler, when its grid is
-        # done) with `study.stop()`, which sets `_stop_flag`
-        study._thread_local.in_optimize_loop = True
-        study._stop_flag = False
         self.outcomes: list[str] = []  # of the trials this call finished
         with StopRequest() as stop:
             while not stop.requested:
@@ -275,7 +302,7 @@ class Tuner:
                 time.sleep(POLL_S)
             if stop.requested:
                 self.interrupt(study, active)
-        write_all(self, study)
+        write_all(s, study)
         if stop.requested:
             print(
                 f"======= interrupted: {len(active)} trials stopped with checkpoints; the same "
@@ -283,50 +310,49 @@ class Tuner:
                 flush=True,
             )
             raise SystemExit(INTERRUPTED)
-        best = print_best(self, study)
+        best = print_best(s, study)
         if self.outcomes and set(self.outcomes) == {"failed"}:
             print(
                 f"error: every trial this tuner ran failed ({len(self.outcomes)}; the first: "
-                f"{self.first_error}); their logs are in {self.log_dir}/",
+                f"{self.first_error}); their logs are in {s.log_dir}/",
                 file=sys.stderr,
                 flush=True,
             )
             raise SystemExit(FAILED)
         return best
 
-    def wants_more(self, study, num_trials: int) -> bool:
-        if study._stop_flag:
+    def wants_more(self, study: TunerStudy, num_trials: int) -> bool:
+        if study.stopped:
             return False
         trials = study.get_trials(deepcopy=False)
         if any(t.state == TrialState.WAITING for t in trials):
             return True  # an interrupted trial, to resume
-        counted = [t for t in trials if not t.user_attrs.get("interrupted")]
+        counted = [t for t in trials if not TrialRecord.of(t).interrupted]
         return len(counted) < num_trials
 
-    def start_trial(self, study, me: dict) -> TrialRun:
+    def start_trial(self, study: TunerStudy, me: dict) -> TrialRun:
         trial = study.ask()
-        trial.set_user_attr("worker", me)
-        params = self.params_fn(trial)
-        flags = as_flags(params, self.known_flags)
-        trial.set_user_attr("flags", flags)
-        resumed = trial.user_attrs.get("resume_runs") or {}
-        runs = []
+        record = TrialRecord.of(trial)
+        record.worker = me
+        record.save(trial.set_user_attr, "worker")
+        record.flags = as_flags(self.params_fn(trial), self.known_flags)
+        record.save(trial.set_user_attr, "flags")
+        resumed = {run.key: run for run in record.resume_runs}
         for seed in range(self.start_seed, self.start_seed + self.num_seeds):
-            for env_id in self.env_ids:
-                old = resumed.get(run_key(env_id, seed)) or {}
-                state = "done" if old.get("state") == "done" else "waiting"
-                runs.append(RunState(env_id, seed, dir=old.get("dir"), state=state))
-        how = (
-            f" (resumes trial {trial.user_attrs['resumes']})"
-            if "resumes" in trial.user_attrs
-            else ""
-        )
-        print(f"[trial {trial.number}] {' '.join(flags) or '(no flags)'}{how}", flush=True)
-        trial_run = TrialRun(self, trial, flags, runs, self.log_dir / f"trial_{trial.number:04d}")
+            for env_id in self.settings.env_ids:
+                run = RunRecord(env_id, seed)
+                old = resumed.get(run.key)
+                if old is not None:
+                    run.dir, run.state = old.dir, "done" if old.state == "done" else "waiting"
+                record.runs.append(run)
+        how = f" (resumes trial {record.resumes})" if record.resumes is not None else ""
+        print(f"[trial {trial.number}] {' '.join(record.flags) or '(no flags)'}{how}", flush=True)
+        log_dir = self.settings.log_dir / f"trial_{trial.number:04d}"
+        trial_run = TrialRun(self.settings, trial, record, log_dir)
         trial_run.start_next()
         return trial_run
 
-    def finish_trial(self, study, trial_run: TrialRun) -> None:
+    def finish_trial(self, study: TunerStudy, trial_run: TrialRun) -> None:
         number = trial_run.trial.number
         self.outcomes.append(trial_run.outcome)
         if trial_run.outcome == "failed" and len(self.outcomes) == 1:
@@ -338,11 +364,11 @@ class Tuner:
             study.tell(trial_run.trial, state=TrialState.PRUNED)
         else:
             study.tell(trial_run.trial, state=TrialState.FAIL)
-        write_all(self, study)
+        write_all(self.settings, study)
 
     # -- stopping and resuming ----------------------------------------------------------------
 
-    def interrupt(self, study, active: list[TrialRun]) -> None:
+    def interrupt(self, study: TunerStudy, active: list[TrialRun]) -> None:
         """Ctrl-C: every running run gets SIGTERM (it checkpoints and exits with 75); each trial
         is marked failed and `interrupted`, and enqueued again with the same parameters and its
         run folders, which the next tuner resumes."""
@@ -351,40 +377,40 @@ class Tuner:
         for trial_run in active:
             self.requeue(study, trial_run.trial, trial_run.interrupted())
 
-    def requeue(self, study, trial, runs: dict) -> bool:
-        """Marks a trial failed and interrupted and enqueues its parameters with its runs, to
-        be resumed. False when another tuner has done it first (the trial is finished)."""
+    def requeue(self, study: TunerStudy, trial, runs: list[RunRecord]) -> bool:
+        """Marks a trial (a `Trial` or a `FrozenTrial`) failed and interrupted and enqueues its
+        parameters with its runs, to be resumed. False when another tuner has done it first
+        (the trial is finished)."""
         try:
-            trial_id = trial._trial_id
-            study._storage.set_trial_user_attr(trial_id, "interrupted", True)
-            study._storage.set_trial_user_attr(trial_id, "runs", runs)
+            TrialRecord(interrupted=True, runs=runs).save(
+                study.trial_attr_setter(trial.number), "interrupted", "runs"
+            )
             study.tell(trial.number, state=TrialState.FAIL)
         except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
             return False
-        study.enqueue_trial(
-            dict(trial.params), user_attrs={"resumes": trial.number, "resume_runs": runs}
-        )
+        resume = TrialRecord(resumes=trial.number, resume_runs=runs)
+        study.enqueue_trial(dict(trial.params), user_attrs=resume.attrs("resumes", "resume_runs"))
         print(f"[trial {trial.number}] interrupted: enqueued again to resume its runs", flush=True)
         return True
 
-    def recover_stale(self, study, me: dict) -> None:
+    def recover_stale(self, study: TunerStudy, me: dict) -> None:
         """RUNNING trials left by a tuner that is gone (killed, or a requeued SLURM task): their
         runs resume in a new trial with the same parameters."""
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if is_stale(trial.user_attrs.get("worker"), me):
-                print(f"[trial {trial.number}] left running by a tuner that is gone", flush=True)
-                runs = trial.user_attrs.get("runs") or {}
-                for key, record in runs.items():
-                    stop_orphan(record)
-                    if record.get("state") == "running" and not record.get("dir"):
-                        # killed before it saw its run's folder: found by the trial's exp name,
-                        # so that the trial resumes the run rather than start it again
-                        env_id, _, seed = key.rpartition("|")
-                        record["dir"] = new_run_dir(
-                            self.runs_dir,
-                            env_id,
-                            trial_exp_name(self.run_prefix, trial.number),
-                            int(seed),
-                            trial.datetime_start.timestamp() if trial.datetime_start else 0,
-                        )
-                self.requeue(study, trial, runs)
+            record = TrialRecord.of(trial)
+            if not is_stale(record.worker, me):
+                continue
+            print(f"[trial {trial.number}] left running by a tuner that is gone", flush=True)
+            for run in record.runs:
+                stop_orphan(run)
+                if run.state == "running" and not run.dir:
+                    # killed before it saw its run's folder: found by the trial's exp name, so
+                    # that the trial resumes the run rather than start it again
+                    run.dir = new_run_dir(
+                        self.settings.runs_dir,
+                        run.env_id,
+                        trial_exp_name(self.settings.run_prefix, trial.number),
+                        run.seed,
+                        trial.datetime_start.timestamp() if trial.datetime_start else 0,
+                    )
+            self.requeue(study, trial, record.runs)

@@ -13,18 +13,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.benchmark import Job, killed_by, log_name, log_tail, signal_group, start_job
 from cleanrl_utils.checkpoint import list_checkpoints
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.pool import (
+    Job,
+    Running,
+    killed_by,
+    log_name,
+    log_tail,
+    signal_group,
+    start_job,
+)
 from cleanrl_utils.report.events import event_files
 from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
+from cleanrl_utils.tuner.state import RunRecord, Settings, TrialRecord
 
 EVENTS_POLL_S = 2.0  # how often a growing event file is read again (when it has grown)
 LOG_LINES = 15  # the lines of a failed run's log kept with its trial
-
-
-def run_key(env_id: str, seed: int) -> str:
-    return f"{env_id}|{seed}"
 
 
 def trial_exp_name(run_prefix: str, number: int) -> str:
@@ -42,39 +48,19 @@ def new_run_dir(runs_dir: Path, env_id: str, exp_name: str, seed: int, since: fl
 
 
 @dataclass
-class RunState:
-    """One run of a trial, as recorded in the trial's `runs` user attribute."""
-
-    env_id: str
-    seed: int
-    dir: str | None = None
-    state: str = "waiting"  # waiting, running, done, pruned, stopped, failed
-    score: float | None = None  # the metric, averaged over the window
-    log: str | None = None
-    steps: int | None = None  # the environment steps it ran (its last logged step)
-    budget: int | None = None  # its --total-timesteps, in whole iterations
-    process: dict | None = None  # host and pid of its process while it runs
-
-    def record(self) -> dict:
-        keys = ("dir", "state", "score", "log", "steps", "budget", "process")
-        return {key: getattr(self, key) for key in keys}
-
-
-@dataclass
 class TrialRun:
     """Runs one trial's runs one after another; `poll()` advances it without blocking. `outcome`
     is set when it is over: "complete" (with `value`), "pruned" or "failed" (with `error`)."""
 
-    tuner: object  # the Tuner: settings, normalizer, storage
+    settings: Settings
     trial: object  # optuna.Trial
-    flags: list[str]
-    runs: list[RunState]
+    record: TrialRecord  # its flags and runs, written to the study as they change
     log_dir: Path
     outcome: str | None = None
     value: float | None = None
     error: str | None = None
     index: int = 0  # the run at work
-    running: object | None = None  # benchmark.Running of the current run
+    running: Running | None = None  # the current run's process
     pruning: bool = False
     budget: int | None = None
     start_time: float = 0.0  # when the current run was started
@@ -84,12 +70,16 @@ class TrialRun:
 
     # -- the trial's record in the study -----------------------------------------------------
 
+    @property
+    def runs(self) -> list[RunRecord]:
+        return self.record.runs
+
     def save_runs(self) -> None:
-        self.trial.set_user_attr("runs", {run_key(r.env_id, r.seed): r.record() for r in self.runs})
+        self.record.save(self.trial.set_user_attr, "runs")
 
     @property
     def exp_name(self) -> str:
-        return trial_exp_name(self.tuner.run_prefix, self.trial.number)
+        return trial_exp_name(self.settings.run_prefix, self.trial.number)
 
     # -- starting and watching runs ------------------------------------------------------------
 
@@ -105,12 +95,12 @@ class TrialRun:
                 continue
             self._start(run)
             return
-        self.value = aggregate(self.scores, self.tuner.aggregation_type)
+        self.value = aggregate(self.scores, self.settings.aggregation_type)
         self.outcome = "complete"
 
-    def _start(self, run: RunState) -> None:
-        t = self.tuner
-        command = [t.python, t.script, *t.script_args, *self.flags]
+    def _start(self, run: RunRecord) -> None:
+        t = self.settings
+        command = [t.python, t.script, *t.script_args, *self.record.flags]
         command += ["--env-id", run.env_id, "--seed", str(run.seed)]
         if run.dir and list_checkpoints(run.dir):
             command += ["--resume", run.dir]  # an interrupted trial's run continues
@@ -138,11 +128,11 @@ class TrialRun:
             flush=True,
         )
 
-    def _find_dir(self, run: RunState) -> None:
+    def _find_dir(self, run: RunRecord) -> None:
         """The run folder of a new run, once the script has made it."""
         if run.dir is None:
             run.dir = new_run_dir(
-                self.tuner.runs_dir, run.env_id, self.exp_name, run.seed, self.start_time
+                self.settings.runs_dir, run.env_id, self.exp_name, run.seed, self.start_time
             )
             if run.dir is not None:
                 self.save_runs()
@@ -160,7 +150,7 @@ class TrialRun:
             return
         run = self.runs[self.index]
         self._find_dir(run)
-        if not self.pruning and self.tuner.pruning_marks > 0 and self.budget and run.dir:
+        if not self.pruning and self.settings.pruning_marks > 0 and self.budget and run.dir:
             self._report_marks(run)
         code = self.running.process.poll()
         if code is None:
@@ -169,7 +159,7 @@ class TrialRun:
         log = Path(run.log)
         self._find_dir(run)
         if run.dir is not None:
-            run.steps, run.budget = metric_values(run.dir, self.tuner.metric)[1], self.budget
+            run.steps, run.budget = metric_values(run.dir, self.settings.metric)[1], self.budget
         if self.pruning:
             run.state = "pruned"
             self.save_runs()
@@ -181,28 +171,28 @@ class TrialRun:
             return
         if code != 0:
             how = f"exit code {code}" if code >= 0 else killed_by(-code)
-            if code in (75, 130):
+            if code in (CHECKPOINT_EXIT, INTERRUPTED):
                 how += " (stopped from outside the tuner; resumable with --resume)"
                 run.state = "stopped"
             self._fail(run, how, log)
             return
         if run.dir is None or not self._score_finished(run):
-            self._fail(run, f"the run logged no `{self.tuner.metric}`", log)
+            self._fail(run, f"the run logged no `{self.settings.metric}`", log)
             return
         self.index += 1
         if not self._report_between_runs():
             self.start_next()
 
-    def _score_finished(self, run: RunState) -> bool:
-        values, _ = metric_values(run.dir, self.tuner.metric)
-        score = window_mean(values, self.tuner.metric_last_n_average_window)
+    def _score_finished(self, run: RunRecord) -> bool:
+        values, _ = metric_values(run.dir, self.settings.metric)
+        score = window_mean(values, self.settings.metric_last_n_average_window)
         if score is None:
             return False
         run.state, run.score = "done", score
-        self.scores[run.env_id, run.seed] = self.tuner.normalizer(run.env_id, score)
+        self.scores[run.env_id, run.seed] = self.settings.normalizer(run.env_id, score)
         self.save_runs()
         print(
-            f"[trial {self.trial.number}] {run.env_id} seed {run.seed}: {self.tuner.metric} "
+            f"[trial {self.trial.number}] {run.env_id} seed {run.seed}: {self.settings.metric} "
             f"{score:.4g} (normalised {self.scores[run.env_id, run.seed]:.4g})",
             flush=True,
         )
@@ -210,17 +200,17 @@ class TrialRun:
 
     def _report_between_runs(self) -> bool:
         """After a whole run: the objective so far at the run's last mark; True if pruned."""
-        if self.index >= len(self.runs) or self.tuner.pruning_marks <= 0:
+        if self.index >= len(self.runs) or self.settings.pruning_marks <= 0:
             return False  # the last run's value is the trial's value, not an intermediate one
-        step = self.index * self.tuner.pruning_marks
-        self.trial.report(aggregate(self.scores, self.tuner.aggregation_type), step)
+        step = self.index * self.settings.pruning_marks
+        self.trial.report(aggregate(self.scores, self.settings.aggregation_type), step)
         if self.trial.should_prune():
             self.outcome = "pruned"
             print(f"[trial {self.trial.number}] pruned after {self.index} runs", flush=True)
             return True
         return False
 
-    def _report_marks(self, run: RunState) -> None:
+    def _report_marks(self, run: RunRecord) -> None:
         """Reads the growing event files (at most every EVENTS_POLL_S, and only when they grew)
         and reports each mark the run has passed; stops the run if the pruner says so."""
         files = event_files(run.dir)
@@ -230,19 +220,19 @@ class TrialRun:
         ):
             return
         self.events_read = (sizes, time.time())
-        values, last_step = metric_values(run.dir, self.tuner.metric)
-        marks = self.tuner.pruning_marks
+        values, last_step = metric_values(run.dir, self.settings.metric)
+        marks = self.settings.pruning_marks
         while self.marks_done < marks - 1:  # the last mark is the run's end
             mark_step = self.budget * (self.marks_done + 1) // marks
             if last_step < mark_step:
                 return
             self.marks_done += 1
-            score = window_mean(values, self.tuner.metric_last_n_average_window, up_to=mark_step)
+            score = window_mean(values, self.settings.metric_last_n_average_window, up_to=mark_step)
             if score is None:
                 continue  # no value yet (no game finished): nothing to compare at this mark
             now = dict(self.scores)
-            now[run.env_id, run.seed] = self.tuner.normalizer(run.env_id, score)
-            value = aggregate(now, self.tuner.aggregation_type)
+            now[run.env_id, run.seed] = self.settings.normalizer(run.env_id, score)
+            value = aggregate(now, self.settings.aggregation_type)
             self.trial.report(value, self.index * marks + self.marks_done)
             if self.trial.should_prune():
                 print(
@@ -250,18 +240,20 @@ class TrialRun:
                     f"{run.seed} (value {value:.4g}): stopping the run with SIGTERM",
                     flush=True,
                 )
-                self.trial.set_user_attr("pruned_at_step", mark_step)
+                self.record.pruned_at_step = mark_step
+                self.record.save(self.trial.set_user_attr, "pruned_at_step")
                 self.pruning = True
                 self.signal(signal.SIGTERM)
                 return
 
-    def _fail(self, run: RunState, how: str, log: Path) -> None:
+    def _fail(self, run: RunRecord, how: str, log: Path) -> None:
         if run.state not in ("stopped",):
             run.state = "failed"
         self.save_runs()
         tail = log_tail(log, LOG_LINES)
         self.error = f"{run.env_id} seed {run.seed}: {how}"
-        self.trial.set_user_attr("error", f"{self.error}\n{tail}")
+        self.record.error = f"{self.error}\n{tail}"
+        self.record.save(self.trial.set_user_attr, "error")
         self.outcome = "failed"
         print(
             f"[trial {self.trial.number}] FAILED {self.error}; last lines of {log}:\n{tail}",
@@ -275,7 +267,7 @@ class TrialRun:
         if self.running is not None:
             signal_group(self.running.process.pid, signum)
 
-    def interrupted(self) -> dict:
+    def interrupted(self) -> list[RunRecord]:
         """The runs of a trial stopped by the tuner's own stop (Ctrl-C): each with the folder it
         resumes from, for the trial enqueued in its place."""
         if self.running is not None:
@@ -283,17 +275,17 @@ class TrialRun:
             self._find_dir(run)
             run.state = "stopped"
             self.running = None
-        return {run_key(r.env_id, r.seed): r.record() for r in self.runs}
+        return self.runs
 
 
-def stop_orphan(record: dict, grace_s: float = 60.0) -> None:
+def stop_orphan(run: RunRecord, grace_s: float = 60.0) -> None:
     """The run of a trial whose tuner was killed outright may still be running (a run has its own
     process group, so it outlives its tuner): SIGTERM it (it checkpoints) and wait for it to end,
     so that its resumption never runs beside it. Only a process of this host whose command line
     still names the script is taken for that run (a pid may have been reused since)."""
-    process = record.get("process") or {}
+    process = run.process or {}
     pid = process.get("pid")
-    if record.get("state") != "running" or not pid or process.get("host") != socket.gethostname():
+    if run.state != "running" or not pid or process.get("host") != socket.gethostname():
         return
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -301,7 +293,7 @@ def stop_orphan(record: dict, grace_s: float = 60.0) -> None:
         return  # gone
     if str(process.get("script", "")).encode() not in command:
         return
-    print(f"stopping the run {record.get('dir')} (pid {pid}) left running by its tuner", flush=True)
+    print(f"stopping the run {run.dir} (pid {pid}) left running by its tuner", flush=True)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         try:
             if not signal_group(pid, signum):
