@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, script_env
+from scripts_testing import REPO_ROOT, script_env
 
 from cleanrl_utils import extras
 
