@@ -15,13 +15,7 @@ import typing
 from collections.abc import Iterable
 from pathlib import Path
 
-# (INTERRUPTED and stops_on_ctrl_c: still importable from here, where the entry points took them)
-from cleanrl_utils.exits import (  # noqa: F401
-    DISK_EXIT,
-    INTERRUPTED,
-    USAGE_ERROR,
-    stops_on_ctrl_c,
-)
+from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
@@ -85,6 +79,12 @@ def _one_line(box: str) -> str:
     return " ".join(blocks[0]) if blocks else box.strip().replace("\n", " ")
 
 
+def tyro_error_line(box: str, argv: list[str], cls) -> str:
+    """What tyro printed (`box`) when it could not parse `argv` into the dataclass `cls`, as one
+    line in our words (without `error:`)."""
+    return _tyro_message(_one_line(box), argv, cls)
+
+
 def _tyro_message(message: str, argv: list[str], cls) -> str:
     """tyro's error, said in our words: the bad value and the flag, the `--no-` form of a switch."""
     message = re.sub(r"^Error parsing (\S+): ", r"\1: ", message)
@@ -131,7 +131,7 @@ def parse_args(
         if exc.code in (0, None):
             sys.stderr.write(captured.getvalue())
             raise
-        fail(_tyro_message(_one_line(captured.getvalue()), argv, cls))
+        fail(tyro_error_line(captured.getvalue(), argv, cls))
     sys.stderr.write(captured.getvalue())  # (tyro's warnings, if any)
     problem = number_problem(args)
     if problem:

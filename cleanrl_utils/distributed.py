@@ -54,8 +54,8 @@ import time
 
 import numpy as np
 
-from cleanrl_utils.checks import USAGE_ERROR, fail
-from cleanrl_utils.exits import FAILED
+from cleanrl_utils.checks import fail
+from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
 from cleanrl_utils.runs import mark_stopped
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleanrl_utils import extras
-from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
 from cleanrl_utils.evals.files import read_model
+from cleanrl_utils.exits import stops_on_ctrl_c
 
 
 @dataclass

@@ -56,7 +56,7 @@ from cleanrl_utils.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.run_checkpoints import KEEP
 from cleanrl_utils.runs import RunName, mark_finished, name_problem
 
-__all__ = ["CHECKPOINT_EXIT", "INTERRUPTED_EXIT", "KEEP", "STOP_SIGNALS", "Run", "RunError"]
+__all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
 
 class Run:

@@ -1,9 +1,11 @@
-"""Helpers for the tests of `ppo_loss` and `update` (tests/test_ppo_loss.py, tests/test_compile.py):
-a small agent of `cleanrl/ppo_atari_envpool.py` and a minibatch whose ratios and values get clipped."""
+"""Helpers for the tests of `ppo_loss` and `update` (tests/test_ppo_loss.py, tests/test_compile.py,
+tests/test_ppo_atari_envpool_xla_jax.py): a small agent of `cleanrl/ppo_atari_envpool.py`, a
+minibatch whose ratios and values get clipped, and a batch as any script's `Rollout`."""
 
 from __future__ import annotations
 
 import types
+from dataclasses import fields
 
 import gymnasium
 import torch
@@ -49,3 +51,9 @@ def make_batch(agent, seed=1, batch=BATCH, num_invalid=6):
         values=values,
         valids=valids,
     )
+
+
+def as_minibatch(batch: dict, rollout_class):
+    """The arrays of `batch` as the minibatch a script's `ppo_loss` takes: a `rollout_class` (the
+    script's Rollout), the fields the loss does not read None."""
+    return rollout_class(**{f.name: batch.get(f.name) for f in fields(rollout_class)})

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_utils import benchmark
+from cleanrl_utils import benchmark, exits
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_TEMPLATE = REPO / "benchmark" / "cleanrl_1gpu.slurm_template"
@@ -245,7 +245,7 @@ def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(t
         if launcher.poll() is None:
             launcher.send_signal(signal.SIGINT)
             launcher.wait(timeout=benchmark.STOP_GRACE_S + 10)
-    assert launcher.returncode == benchmark.INTERRUPTED, output
+    assert launcher.returncode == exits.INTERRUPTED, output
     assert all_gone(pids), output
     assert "interrupted: stopping 2 running runs" in output
     assert "3 runs did not finish:" in output
@@ -304,7 +304,7 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
     before = signal.getsignal(signal.SIGINT)
     threading.Thread(target=ctrl_c_once_two_runs_started, daemon=True).start()
     pool = benchmark.run_pool(jobs, workers=2, log_dir="logs")
-    assert pool.interrupted and pool.exit_code == benchmark.INTERRUPTED
+    assert pool.interrupted and pool.exit_code == exits.INTERRUPTED
     assert pool.exit_codes == [75, 75, None]
     assert sorted(p.name for p in tmp_path.glob("checkpoint_*")) == ["checkpoint_1", "checkpoint_2"]
     assert signal.getsignal(signal.SIGINT) is before  # the caller's Ctrl-C handler is back

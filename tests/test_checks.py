@@ -25,7 +25,7 @@ from checks_testing import (
     script_args,
     usage_error,
 )
-from conftest import REPO_ROOT
+from scripts_testing import REPO_ROOT
 
 from cleanrl_utils.checks import (
     check_ale_vector_id,

@@ -10,16 +10,9 @@ import types
 
 import pytest
 import torch
-from conftest import (
-    LOGGED_EVERY_ITERATION,
-    REPO_ROOT,
-    ScriptProcess,
-    as_minibatch,
-    assert_usage_error,
-    module_runs,
-    run_script,
-)
-from loss_testing import make_agent, make_args, make_batch
+from logs_testing import LOGGED_EVERY_ITERATION
+from loss_testing import as_minibatch, make_agent, make_args, make_batch
+from scripts_testing import REPO_ROOT, ScriptProcess, assert_usage_error, module_runs, run_script
 
 import cleanrl.ppo_atari_envpool as envpool_script
 

@@ -17,8 +17,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT, script_env
 from ports import free_port
+from scripts_testing import REPO_ROOT, script_env
 from update_rank import (
     CASES,
     NUM_ENVS,

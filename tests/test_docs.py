@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from scripts_testing import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "docs"))
 import hooks  # noqa: E402

@@ -7,7 +7,7 @@ import os
 import signal
 
 import pytest
-from conftest import REPO_ROOT
+from scripts_testing import REPO_ROOT
 
 from cleanrl_utils import exits
 
@@ -73,3 +73,22 @@ def test_each_exit_code_is_defined_once_in_cleanrl_utils():
             ):
                 found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
     assert found and all(f.startswith("cleanrl_utils/exits.py:") for f in found), found
+
+
+def test_exit_codes_are_imported_from_exits_only():
+    """An exit code has one home: every module that names one imports it from
+    `cleanrl_utils.exits`, none through another module that imported it (no re-exports)."""
+    codes = {
+        name
+        for name, value in vars(exits).items()
+        if name.isupper() and isinstance(value, int) and not isinstance(value, bool)
+    }
+    found = []
+    for folder in ("cleanrl_utils", "cleanrl", "benchmark", "tests"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module != "cleanrl_utils.exits":
+                    names = {alias.name for alias in node.names} & codes
+                    found += [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {n}" for n in names]
+    assert codes >= {"FAILED", "USAGE_ERROR", "DISK_EXIT", "CHECKPOINT_EXIT", "INTERRUPTED"}
+    assert found == []

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, script_env
 from run_testing import entry_point
+from scripts_testing import REPO_ROOT, script_env
 
 from cleanrl_utils import extras
 

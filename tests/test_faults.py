@@ -30,22 +30,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
-    REPO_ROOT,
-    describe,
-    finish_script,
-    in_background,
-    run_dirs,
-    run_script,
-    start_script,
-)
+from background_testing import in_background
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from run_testing import entry_point
+from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
 from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
-from cleanrl_utils.faults import DISK_EXIT, lock_holder, lock_run_folder, release_run_folder
+from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder
 from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
 from cleanrl_utils.scripts import load_script
 

@@ -23,20 +23,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from checks_testing import SCRIPT_CHECKS, script_args
-from conftest import (
+from hub_server import LoopbackHub
+from logs_testing import read_scalars
+from run_testing import entry_point
+from scripts_testing import (
     REPO_ROOT,
     ScriptProcess,
     assert_usage_error,
     describe,
     finish_script,
     module_runs,
-    read_scalars,
     run_script,
     script_env,
     start_script,
 )
-from hub_server import LoopbackHub
-from run_testing import entry_point
 
 from cleanrl_utils.after_training import check_upload
 from cleanrl_utils.run import Run

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 import tomllib
 
-from conftest import REPO_ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from scripts_testing import REPO_ROOT
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
 REQUIREMENTS = REPO_ROOT / "requirements"

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from scripts_testing import REPO_ROOT
 
 # Known exceptions, each with its reason (none at present).
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()

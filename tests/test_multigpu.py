@@ -16,19 +16,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import (
+from background_testing import in_background
+from logs_testing import read_scalars
+from ports import free_port
+from resume_testing import game_independent_state
+from scripts_testing import (
     REPO_ROOT,
     assert_usage_error,
     describe,
     finish_script,
-    in_background,
-    read_scalars,
     run_dirs,
     run_script,
     script_env,
 )
-from ports import free_port
-from resume_testing import game_independent_state
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
 from cleanrl_utils.report.runlogs import load_run

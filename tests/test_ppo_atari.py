@@ -21,13 +21,12 @@ from atari_testing import (
     decoded_frames,
     one_torch_thread,
 )
-from conftest import (
-    LOGGED_EVERY_ITERATION,
+from logs_testing import LOGGED_EVERY_ITERATION, read_scalars
+from scripts_testing import (
     REPO_ROOT,
     assert_usage_error,
     describe,
     module_runs,
-    read_scalars,
     run_dirs,
     run_script,
 )

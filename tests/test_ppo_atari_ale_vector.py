@@ -33,12 +33,12 @@ import envpool
 import numpy as np
 import pytest
 import torch
-from conftest import (
+from background_testing import in_background
+from logs_testing import read_scalars
+from scripts_testing import (
     REPO_ROOT,
     describe,
     finish_script,
-    in_background,
-    read_scalars,
     run_dirs,
     run_script,
     script_env,

@@ -17,16 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import (
-    LOGGED_EVERY_ITERATION,
+from logs_testing import LOGGED_EVERY_ITERATION, read_scalars, read_texts
+from scripts_testing import (
     PPO_ATARI_ENVPOOL,
     ScriptProcess,
     assert_usage_error,
     describe,
     finish_script,
     module_runs,
-    read_scalars,
-    read_texts,
     run_script,
     start_script,
 )

@@ -30,18 +30,18 @@ import numpy as np
 import optax
 import pytest
 import torch
-from conftest import (
-    LOGGED_EVERY_ITERATION,
+from flax.training.train_state import TrainState
+from gae_testing import hand_made_batch, reference_advantages
+from logs_testing import LOGGED_EVERY_ITERATION
+from loss_testing import as_minibatch
+from scripts_testing import (
     REPO_ROOT,
     ScriptProcess,
-    as_minibatch,
     assert_usage_error,
     describe,
     module_runs,
     run_script,
 )
-from flax.training.train_state import TrainState
-from gae_testing import hand_made_batch, reference_advantages
 
 from cleanrl import ppo_atari_envpool as torch_script
 from cleanrl import ppo_atari_envpool_xla_jax as loop_script

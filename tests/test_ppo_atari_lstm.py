@@ -13,14 +13,8 @@ import pytest
 import torch
 import torch.optim as optim
 from atari_testing import BREAKOUT, one_torch_thread
-from conftest import (
-    REPO_ROOT,
-    assert_usage_error,
-    describe,
-    module_runs,
-    read_scalars,
-    run_script,
-)
+from logs_testing import read_scalars
+from scripts_testing import REPO_ROOT, assert_usage_error, describe, module_runs, run_script
 
 from cleanrl.ppo_atari_lstm import (
     Agent,

@@ -11,8 +11,7 @@ import types
 import numpy as np
 import pytest
 import torch
-from conftest import as_minibatch
-from loss_testing import BATCH, NUM_ACTIONS, make_agent, make_args, make_batch
+from loss_testing import BATCH, NUM_ACTIONS, as_minibatch, make_agent, make_args, make_batch
 
 from cleanrl.ppo_atari_envpool import Rollout, ppo_loss, update
 from cleanrl_utils.metrics import explained_variance

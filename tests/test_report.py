@@ -15,15 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
-    REPO_ROOT,
-    describe,
-    finish_script,
-    read_scalars,
-    run_dirs,
-    run_script,
-    start_script,
-)
+from logs_testing import read_scalars
+from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils import report
 from cleanrl_utils.checkpoint import write_checkpoint

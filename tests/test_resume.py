@@ -23,17 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
-    REPO_ROOT,
-    describe,
-    finish_script,
-    in_background,
-    read_scalars,
-    run_dirs,
-    run_script,
-    start_script,
-)
+from background_testing import in_background
+from logs_testing import read_scalars
 from resume_testing import game_independent_state
+from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checkpoint import (
     CorruptCheckpoint,
@@ -41,8 +34,8 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.resume import games_seed
-from cleanrl_utils.run import CHECKPOINT_EXIT, INTERRUPTED_EXIT
 
 SCRIPTS = {
     "ppo_atari_envpool": "Breakout-v5",
@@ -82,7 +75,7 @@ REPORT_TEST = "test_the_report_calls_a_run_stopped_by_sigterm_resumable"
 STOP_CASES = {  # id: script, signal, exit code
     "envpool-SIGTERM": ("ppo_atari_envpool", signal.SIGTERM, CHECKPOINT_EXIT),
     "gymnasium-SIGUSR1": ("ppo_atari", signal.SIGUSR1, CHECKPOINT_EXIT),
-    "envpool-Ctrl-C": ("ppo_atari_envpool", signal.SIGINT, INTERRUPTED_EXIT),
+    "envpool-Ctrl-C": ("ppo_atari_envpool", signal.SIGINT, INTERRUPTED),
 }
 STOPPED_ITERATIONS = 6
 
@@ -403,7 +396,7 @@ def test_a_stop_in_the_last_iteration_or_after_it_leaves_a_copy_that_resumes_to_
     wait_for_output(proc, b"evaluating on 2 games")
     proc.send_signal(signal.SIGINT)
     interrupted = finish_script(proc, timeout=60)
-    assert interrupted.returncode == INTERRUPTED_EXIT, describe(interrupted)
+    assert interrupted.returncode == INTERRUPTED, describe(interrupted)
     (line,) = interrupted.stderr.strip().splitlines()
     assert line.startswith("received Ctrl-C during the steps after training: stopping now")
     assert line.endswith(f"--resume {copy}")
@@ -448,7 +441,7 @@ def test_a_stop_during_start_up_ends_the_run_in_one_line_with_75_or_130(tmp_path
         procs[signum].send_signal(signum)
     for signum, proc in procs.items():
         done = finish_script(proc, timeout=120)
-        code = INTERRUPTED_EXIT if signum == signal.SIGINT else CHECKPOINT_EXIT
+        code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
         assert done.returncode == code, describe(done)
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("received ") and "before training began: stopping" in line, line

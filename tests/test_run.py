@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import REPO_ROOT, read_scalars
-from run_testing import entry_point
+from logs_testing import read_scalars
+from run_testing import SCRIPT, SMALL, derive_sizes, entry_point, open_run
+from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.checkpoint import (
@@ -30,19 +31,10 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError
 from cleanrl_utils.faults import release_run_folder
 from cleanrl_utils.resume import games_seed, given_flags
-from cleanrl_utils.run import (
-    CHECKPOINT_EXIT,
-    INTERRUPTED_EXIT,
-    KEEP,
-    STOP_SIGNALS,
-    Run,
-    RunError,
-)
-
-SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
-SMALL = dict(num_envs=2, num_steps=4, num_minibatches=2, update_epochs=1, total_timesteps=40)
+from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
 
 
 @pytest.fixture(autouse=True)
@@ -53,21 +45,6 @@ def keep_signal_handlers():
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
-
-
-def derive_sizes(args):
-    args.batch_size = args.num_envs * args.num_steps
-    args.minibatch_size = args.batch_size // args.num_minibatches
-    args.num_iterations = args.total_timesteps // args.batch_size
-
-
-def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
-    """What a script does before its loop: parse, resolve --resume, derive the sizes, start."""
-    args = torch_script.Args(**{**SMALL, **flags})
-    run = Run(args, script, runs_dir=str(runs_dir))
-    derive_sizes(run.args)
-    run.start()
-    return run
 
 
 def torch_objects(seed: int):
@@ -556,7 +533,7 @@ def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_
     assert run.stop_requested
     (checkpoint,) = list_checkpoints(run.dir)
     assert read_checkpoint(checkpoint)["iteration"] == 2
-    assert run.finish() == INTERRUPTED_EXIT == 130
+    assert run.finish() == INTERRUPTED == 130
     err = capsys.readouterr().err
     assert "received Ctrl-C: finishing this iteration (about 0 s)" in err
     assert "Ctrl-C again stops at once" in err
@@ -573,7 +550,7 @@ def test_ctrl_c_in_the_first_iteration_finishes_it_with_a_checkpoint_not_at_once
     run.restore({})
     os.kill(os.getpid(), signal.SIGINT)  # no iteration has ended yet
     run.end_iteration(1, 8, [], {"x": 1})
-    assert run.stop_requested and run.finish() == INTERRUPTED_EXIT
+    assert run.stop_requested and run.finish() == INTERRUPTED
     (checkpoint,) = list_checkpoints(run.dir)
     assert read_checkpoint(checkpoint)["iteration"] == 1
     assert "received Ctrl-C: finishing this iteration, then writing" in capsys.readouterr().err
@@ -615,7 +592,7 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
         run.end_iteration(1, 8, [], {})
         os.kill(os.getpid(), signal.SIGINT)
         run.end_iteration(2, 16, [], {})
-        assert run.finish() == INTERRUPTED_EXIT
+        assert run.finish() == INTERRUPTED
         terminal.flush()
         # the kernel hands what was written to the master side in chunks, later under load: read
         # until the resume command has come and nothing more comes for a moment
@@ -636,10 +613,10 @@ def test_after_ctrl_c_the_last_line_on_a_terminal_is_the_resume_command(tmp_path
 
 
 SECOND_CTRL_C = """
-import os, signal, sys, time
+import os, pathlib, signal, sys, time
 sys.path.insert(0, {tests!r})
-import test_run as t
-run = t.open_run(__import__("pathlib").Path({runs!r}), checkpoint_every=2)
+from run_testing import open_run
+run = open_run(pathlib.Path({runs!r}), checkpoint_every=2)
 run.restore({{}})
 time.sleep(0.02)
 run.end_iteration(1, 8, [], {{}})
@@ -709,7 +686,7 @@ def test_a_stop_before_training_ends_at_the_next_safe_point_in_one_line(tmp_path
     os.kill(os.getpid(), signum)  # handled: recorded, not raised where it lands
     with pytest.raises(SystemExit) as exit_info, entry_point():
         run.restore({})
-    assert exit_info.value.code == (INTERRUPTED_EXIT if signum == signal.SIGINT else 75)
+    assert exit_info.value.code == (INTERRUPTED if signum == signal.SIGINT else 75)
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("received ") and "before training began: stopping" in line, line
     assert json.loads((run.dir / "config.json").read_text())["stopped"]["global_step"] == 0

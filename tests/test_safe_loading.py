@@ -20,8 +20,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT, assert_usage_error, run_script, script_env
 from run_testing import entry_point
+from scripts_testing import REPO_ROOT, assert_usage_error, run_script, script_env
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.checkpoint import (

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import in_background, read_scalars
+from background_testing import in_background
+from logs_testing import read_scalars
 from slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow

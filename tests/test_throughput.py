@@ -12,7 +12,7 @@ import math
 import sys
 
 import pytest
-from conftest import REPO_ROOT, describe, finish_script, run_script, start_script
+from scripts_testing import REPO_ROOT, describe, finish_script, run_script, start_script
 
 from cleanrl_utils.progress import Progress
 
@@ -28,7 +28,8 @@ def load_benchmark():
     return module
 
 
-tp = load_benchmark()
+tp = load_benchmark()  # the command line; its two halves, which it imports from beside it:
+measure, report = sys.modules["throughput_measure"], sys.modules["throughput_report"]
 
 
 def table_row(text: str, first_cell: str) -> list[str]:
@@ -42,7 +43,7 @@ def table_row(text: str, first_cell: str) -> list[str]:
 
 def test_defaults():
     args, sizes = tp.parse_args([])
-    assert args.scripts == list(tp.SCRIPTS) and len(args.scripts) == 6
+    assert args.scripts == list(measure.SCRIPTS) and len(args.scripts) == 6
     assert (args.game, args.iterations, args.burn_in, args.repeats) == ("Breakout", 5, 1, 1)
     assert args.bounds and args.markdown is None and args.extra_args == ""
     assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 16)
@@ -76,16 +77,20 @@ def test_flags():
     assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 8)
 
 
-def test_flag_value_spellings_and_last_one_wins():
+def test_script_flags_spellings_and_last_one_wins():
+    """`--extra-args` read as the scripts read it (tyro): the sizes, the rest left for them."""
+    sizes = sys.modules["machine"].Sizes
     argv = ["--num-envs", "4", "--seed", "3", "--num_envs=6"]
-    assert tp.flag_value(argv, "num-envs", 8) == 6
-    assert tp.flag_value(argv[:2], "num-envs", 8) == 4
-    assert tp.flag_value(["--num-steps=32"], "num-steps", 128) == 32
-    assert tp.flag_value([], "num-steps", 128) == 128
+    assert measure.script_flags(argv, sizes) == (sizes(num_envs=6), ["--seed", "3"])
+    assert measure.script_flags(argv[:2], sizes)[0].num_envs == 4
+    assert measure.script_flags(["--num-steps=32"], sizes)[0].num_steps == 32
+    assert measure.script_flags([], sizes) == (sizes(), [])
+    rest = ["--help", "--update", "3", "--learning-rate", "-1"]  # no help, no abbreviations
+    assert measure.script_flags(rest, sizes) == (sizes(), rest)
 
 
 def test_env_ids():
-    ids = {script: tp.env_id_for(script, "Breakout") for script in tp.SCRIPTS}
+    ids = {script: measure.env_id_for(script, "Breakout") for script in measure.SCRIPTS}
     assert ids == {
         "ppo_atari_envpool": "Breakout-v5",
         "ppo_atari": "BreakoutNoFrameskip-v4",
@@ -94,17 +99,17 @@ def test_env_ids():
         "ppo_atari_envpool_xla_jax_scan": "Breakout-v5",
         "ppo_atari_ale_vector": "Breakout-v5",
     }
-    assert tp.env_id_for("ppo_atari", "Pong") == "PongNoFrameskip-v4"
+    assert measure.env_id_for("ppo_atari", "Pong") == "PongNoFrameskip-v4"
     # the bounds step the same env as the scripts, sized as they are
     _, sizes = tp.parse_args([f"--extra-args={TINY}"])
-    params = tp.bound_params(tp.parse_args(["--scripts", "ppo_atari_lstm"])[0], sizes)
+    params = measure.bound_params(tp.parse_args(["--scripts", "ppo_atari_lstm"])[0], sizes)
     assert params == {
         "gymnasium": {"env_id": "BreakoutNoFrameskip-v4", "num_envs": 2, "steps": 1000},
         "compute": {"sizes": dataclasses.asdict(sizes), "iterations": 2},
     }
     both = tp.parse_args(["--scripts", "ppo_atari_envpool", "ppo_atari_ale_vector"])[0]
-    assert set(tp.bound_params(both, sizes)) == {"envpool", "ale_vector", "compute"}
-    assert tp.bound_params(both, sizes)["ale_vector"]["env_id"] == "Breakout-v5"
+    assert set(measure.bound_params(both, sizes)) == {"envpool", "ale_vector", "compute"}
+    assert measure.bound_params(both, sizes)["ale_vector"]["env_id"] == "Breakout-v5"
 
 
 def test_help_documents_every_flag(capsys, monkeypatch):
@@ -131,8 +136,10 @@ def test_help_documents_every_flag(capsys, monkeypatch):
         (["--repeats", "0"], "--repeats must be at least 1"),
         (["--bound-steps", "0"], "--bound-steps must be at least 1"),
         (["--game", "Breakout-v5"], "--game takes a game's name"),
-        (["--extra-args=--num-envs two"], "takes an integer, got 'two'"),
-        (["--extra-args=--num-envs"], "--num-envs in --extra-args has no value"),
+        (["--extra-args=--num-envs two"], "--extra-args: --num-envs: 'two' is not a whole number"),
+        (["--extra-args=--num-envs"], "--extra-args: Missing value for argument '--num-envs'"),
+        (["--iterations", "x"], "--iterations: 'x' is not a whole number"),
+        (["--bogus"], "Unrecognized options: --bogus"),
         (["--extra-args=--num-envs 0"], "--num-envs in --extra-args must be at least 1"),
         (["--nproc", "3"], "--nproc 3 does not divide the 8 envs"),
         (["--scripts", "ppo_atari_dp"], "ppo_atari_envpool_multigpu"),
@@ -160,33 +167,33 @@ def test_bad_input_from_the_command_line(tmp_path):
 
 
 def test_median_and_spread():
-    assert tp.median_spread([3.0]) == (3.0, 3.0, 3.0)
-    assert tp.median_spread([5.0, 1.0, 4.0]) == (4.0, 1.0, 5.0)
-    assert tp.median_spread([4.0, 1.0, 2.0, 10.0]) == (3.0, 1.0, 10.0)
+    assert report.median_spread([3.0]) == (3.0, 3.0, 3.0)
+    assert report.median_spread([5.0, 1.0, 4.0]) == (4.0, 1.0, 5.0)
+    assert report.median_spread([4.0, 1.0, 2.0, 10.0]) == (3.0, 1.0, 10.0)
 
 
 def test_bounds_arithmetic():
     # an env at 1,000 steps/s and compute at 1,000 steps/s, done in turn: 500 steps/s
-    assert tp.in_turn(1000.0, 1000.0) == pytest.approx(500.0)
-    assert tp.in_turn(3000.0, 1500.0) == pytest.approx(1000.0)
-    assert tp.in_turn(1000.0, 3000.0) < min(1000.0, 3000.0)
-    assert tp.fraction_of_bound(250.0, 1000.0) == 0.25
+    assert report.in_turn(1000.0, 1000.0) == pytest.approx(500.0)
+    assert report.in_turn(3000.0, 1500.0) == pytest.approx(1000.0)
+    assert report.in_turn(1000.0, 3000.0) < min(1000.0, 3000.0)
+    assert report.fraction_of_bound(250.0, 1000.0) == 0.25
 
 
 def test_steady_sps_and_first_iteration():
     # 1,024 steps per iteration; the first one takes 10 s (compilation), then 2 s each
     times = [10.0, 12.0, 14.0, 16.0]
-    assert tp.steady_sps(times, 1024, burn_in=1) == pytest.approx(1024 / 2)
-    assert tp.steady_sps(times, 1024, burn_in=2) == pytest.approx(1024 / 2)
-    phases = {p: [1.0] * len(times) for p in tp.PHASES}
-    run = tp.Measurement(
+    assert measure.steady_sps(times, 1024, burn_in=1) == pytest.approx(1024 / 2)
+    assert measure.steady_sps(times, 1024, burn_in=2) == pytest.approx(1024 / 2)
+    phases = {p: [1.0] * len(times) for p in measure.PHASES}
+    run = measure.Measurement(
         "ppo_atari_envpool_xla_jax", 1024, times, 256.0, [], 20.0, 900.0, 1, phases
     )
     assert run.iteration_s == pytest.approx(2.0)
     assert run.first_extra_s == pytest.approx(8.0)
     assert run.startup_s == pytest.approx(4.0)
     with pytest.raises(ValueError):
-        tp.steady_sps(times, 1024, burn_in=4)
+        measure.steady_sps(times, 1024, burn_in=4)
 
 
 def test_outside_sps_reads_the_progress_lines_the_scripts_print():
@@ -195,18 +202,20 @@ def test_outside_sps_reads_the_progress_lines_the_scripts_print():
     progress = Progress(4096, stream=stream)
     progress.update(1024, 100.0, None)
     progress.update(4096, 100.0, 1.5)
-    steps = [int(tp.PROGRESS_LINE.match(line).group(1)) for line in stream.getvalue().splitlines()]
+    steps = [
+        int(measure.PROGRESS_LINE.match(line).group(1)) for line in stream.getvalue().splitlines()
+    ]
     assert steps == [1024, 4096]
-    assert tp.outside_sps([(5.0, 1024), (8.0, 2048), (11.0, 4096)]) == pytest.approx(3072 / 6)
-    assert math.isnan(tp.outside_sps([(5.0, 1024)])) and math.isnan(tp.outside_sps([]))
+    assert measure.outside_sps([(5.0, 1024), (8.0, 2048), (11.0, 4096)]) == pytest.approx(3072 / 6)
+    assert math.isnan(measure.outside_sps([(5.0, 1024)])) and math.isnan(measure.outside_sps([]))
 
 
 def test_summary_rows_and_fraction_of_bound():
     def run(script, sps, last_sps):
         times = [1.0 + i * 1024 / sps for i in range(4)]
         progress = [(3.0, 1024), (3.0 + 3 * 1024 / sps, 4096)]
-        phases = {p: [0.5] * len(times) for p in tp.PHASES}
-        return tp.Measurement(
+        phases = {p: [0.5] * len(times) for p in measure.PHASES}
+        return measure.Measurement(
             script, 1024, times, last_sps, progress, times[-1] + 5.0, 800.0, 1, phases
         )
 
@@ -228,7 +237,7 @@ def test_summary_rows_and_fraction_of_bound():
             for t in (0.5, 0.6, 0.4)
         ],
     }
-    summary = tp.summarize(runs, bound_runs)
+    summary = report.summarize(runs, bound_runs)
     assert summary.steady_sps == pytest.approx({"ppo_atari_envpool": 400, "ppo_atari": 200})
     assert summary.bounds["compute"] == pytest.approx(2048)
     assert summary.bounds["envpool + compute"] == pytest.approx(1 / (1 / 2000 + 1 / 2048))
@@ -284,7 +293,9 @@ def test_bounds_at_tiny_sizes(tmp_path):
         "compute": {"sizes": sizes, "iterations": 1},
     }
     started = {
-        kind: start_script([tp.BOUND_FLAG, kind, json.dumps(params)], tmp_path, script=BENCHMARK)
+        kind: start_script(
+            [measure.BOUND_FLAG, kind, json.dumps(params)], tmp_path, script=BENCHMARK
+        )
         for kind, params in measurements.items()
     }
     results = {}
@@ -304,7 +315,7 @@ def test_the_ale_vector_bound_steps_the_scripts_env(tmp_path):
     """ALE's vector env as `ppo_atari_ale_vector.py` builds it, alone (a test of its own: it
     needs ale-py 0.12, which `.ci/lowest-versions` leaves out)."""
     params = {"env_id": "Breakout-v5", "num_envs": 2, "steps": 20}
-    argv = [tp.BOUND_FLAG, "ale_vector", json.dumps(params)]
+    argv = [measure.BOUND_FLAG, "ale_vector", json.dumps(params)]
     proc = run_script(argv, tmp_path, script=BENCHMARK, timeout=300)
     assert proc.returncode == 0, describe(proc)
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("result: ")]
@@ -326,21 +337,23 @@ def test_failing_script_shows_its_output_and_exits_non_zero(tmp_path):
 def test_baseline_must_be_a_checkout_with_the_scripts(tmp_path):
     with pytest.raises(tp.UsageError, match="has no cleanrl/ppo_atari_envpool.py"):
         tp.parse_args(["--scripts", "ppo_atari_envpool", "--baseline", str(tmp_path)])
-    args, _ = tp.parse_args(["--scripts", "ppo_atari_envpool", "--baseline", str(tp.REPO_ROOT)])
-    assert args.baseline == str(tp.REPO_ROOT)
+    args, _ = tp.parse_args(
+        ["--scripts", "ppo_atari_envpool", "--baseline", str(measure.REPO_ROOT)]
+    )
+    assert args.baseline == str(measure.REPO_ROOT)
 
 
 def test_baseline_ratios_pair_each_run_with_the_baseline_run_before_it():
     def run(script, sps):
         times = [1.0 + i * 1024 / sps for i in range(4)]
-        phases = {p: [0.5] * 4 for p in tp.PHASES}
-        return tp.Measurement(script, 1024, times, sps, [], 10.0, 800.0, 1, phases)
+        phases = {p: [0.5] * 4 for p in measure.PHASES}
+        return measure.Measurement(script, 1024, times, sps, [], 10.0, 800.0, 1, phases)
 
     runs = {
         "ppo_atari_envpool (baseline)": [run("ppo_atari_envpool", s) for s in (400, 200)],
         "ppo_atari_envpool": [run("ppo_atari_envpool", s) for s in (600, 260)],
     }
-    text = tp.baseline_ratios(runs, ["ppo_atari_envpool"])
+    text = report.baseline_ratios(runs, ["ppo_atari_envpool"])
     assert text.splitlines()[1] == "  ppo_atari_envpool: 1.50, 1.30 (1.40)"
 
 
@@ -348,17 +361,15 @@ def test_a_multi_process_script_runs_under_torchrun_with_the_same_batch():
     args, sizes = tp.parse_args(
         ["--scripts", "ppo_atari_envpool_multigpu", "--extra-args=--num_envs=16"]
     )
-    command = tp.script_command("ppo_atari_envpool_multigpu", args, sizes)
+    command = measure.script_command("ppo_atari_envpool_multigpu", args, sizes)
     assert command[1:5] == ["-m", "cleanrl_utils.torchrun", "--standalone", "--nproc_per_node=2"]
     assert command[5].endswith("cleanrl/ppo_atari_envpool_multigpu.py")
     assert "--num_envs=16" not in command and command[command.index("--local-num-envs") + 1] == "8"
     assert command[-2:] == ["--total-timesteps", str(6 * 16 * 128)]  # 1 + 5 iterations
-    single = tp.script_command("ppo_atari_envpool", args, sizes)
+    single = measure.script_command("ppo_atari_envpool", args, sizes)
     assert single[1].endswith("cleanrl/ppo_atari_envpool.py") and "--num_envs=16" in single
-    assert tp.without_flag(["--num-envs", "4", "--x", "--num_envs=2", "1"], "num-envs") == [
-        "--x",
-        "1",
-    ]
+    argv = ["--num-envs", "4", "--x", "--num_envs=2", "1"]
+    assert measure.script_flags(argv, measure.NumEnvs)[1] == ["--x", "1"]
 
 
 def test_the_gpu_check_on_a_machine_without_gpus_says_which_parts_it_skipped_and_why(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import describe, run_script
+from scripts_testing import describe, run_script
 
 from cleanrl_utils.torchrun import LastWords, run_code, summary
 

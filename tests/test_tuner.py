@@ -17,12 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import (
+from background_testing import in_background
+from scripts_testing import (
     PPO_ATARI_ENVPOOL,
     REPO_ROOT,
     describe,
     finish_script,
-    in_background,
     run_script,
     start_script,
 )

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, script_env
+from scripts_testing import REPO_ROOT, script_env
 
 from cleanrl_utils.video import VideoWriter
 

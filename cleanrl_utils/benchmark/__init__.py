@@ -49,7 +49,7 @@ from cleanrl_utils.benchmark.slurm import (
     write_slurm_file,
 )
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import INTERRUPTED, USAGE_ERROR, StopRequest
+from cleanrl_utils.exits import StopRequest
 from cleanrl_utils.pool import (
     LOG_TAIL_LINES,
     POLL_S,
@@ -69,8 +69,8 @@ from cleanrl_utils.pool import (
 )
 
 __all__ = [
-    "FINAL_STATES", "INTERRUPTED", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",
-    "SLURM_DIR", "SLURM_LOGS", "STOP_GRACE_S", "THREAD_VARIABLES", "USAGE_ERROR", "Args", "Job",
+    "FINAL_STATES", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",
+    "SLURM_DIR", "SLURM_LOGS", "STOP_GRACE_S", "THREAD_VARIABLES", "Args", "Job",
     "PoolResult", "Result", "Running", "StopRequest", "TaskState", "autotag", "check_args",
     "env_id_problem", "fail", "killed_by", "log_name", "local_command", "log_pattern", "log_tail", "main", "make_jobs", "no_slurm",
     "parse_duration", "pool", "print_summary", "query_array", "remove_slurm_file",

@@ -24,19 +24,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 
-from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import (
     evaluation_video_dir,
-    game_over,
     parse_eval_args,
+    play_games,
     summary,
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
+from cleanrl_utils.exits import stops_on_ctrl_c
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
@@ -87,26 +86,21 @@ def evaluate(
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
-            return play(agent, envs, episode_statistics(1), eval_episodes, device, video_dir)
+            policy = torch_policy(agent, device)
+            stats = episode_statistics(1)
+            return play_games(envs, policy, stats.update, eval_episodes, video_dir)
     finally:
         envs.close()
 
 
-def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
-    from cleanrl_utils.video import VideoWriter
-
-    same_step = envs.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
+def torch_policy(agent, device):
+    """`play_games`'s policy for a torch agent: actions sampled without gradients; a recurrent
+    agent's state starts at zero and is zeroed where an episode ended, as in training."""
     recurrent = hasattr(agent, "initial_state")
     state = agent.initial_state(1, device) if recurrent else None
-    obs, _ = envs.reset()
-    done = np.zeros(1, dtype=bool)
-    episodic_returns = []
-    video = None
-    while len(episodic_returns) < eval_episodes:
-        if video_dir is not None and video is None:
-            video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
-            if same_step or not done.any():  # (else the env still shows the last game's end)
-                video.append(envs.render()[0])
+
+    def policy(obs, done):
+        nonlocal state
         with torch.no_grad():
             obs = torch.from_numpy(obs).to(device)
             if recurrent:
@@ -114,14 +108,9 @@ def play(agent, envs, stats, eval_episodes, device, video_dir) -> list[float]:
                 action, *_, state = agent.get_action_and_value(obs, state, done_t)
             else:
                 action = agent.get_action_and_value(obs)[0]
-        acted = np.ones(1, dtype=bool) if same_step else ~done
-        obs, _, terminated, truncated, info = envs.step(action.cpu().numpy())
-        done = terminated | truncated
-        if video is not None and not (same_step and done.any()):
-            video.append(envs.render()[0])
-        for episodic_return, episodic_length in stats.update(info, truncated, acted):
-            video = game_over(episodic_returns, episodic_return, episodic_length, video)
-    return episodic_returns
+        return action.cpu().numpy()
+
+    return policy
 
 
 def evaluate_model(model: Model, args) -> list[float]:

@@ -1,6 +1,7 @@
 """What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: the
-command line and how a finished game is reported. Model files are `cleanrl_utils.evals.files`;
-what a script does after training is the lifecycle's (`cleanrl_utils.after_training`)."""
+loop that plays the games (`play_games`, each backend passes its policy), the command line and
+how a finished game is reported. Model files are `cleanrl_utils.evals.files`; what a script does
+after training is the lifecycle's (`cleanrl_utils.after_training`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,48 @@ import numpy as np
 
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.runs import RunName, file_env_id
+
+
+def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> list[float]:
+    """Play `eval_episodes` whole games in `envs` (one env), print each game, write each to
+    `video_dir/eval-episode-{i}.mp4` when `video_dir` is given, and return the games' scores.
+    The backend passes its agent as two functions:
+
+    - `policy(obs, done)`: the actions (a NumPy array) for `obs`; `done[i]` is True where env i's
+      episode ended in the step before (a recurrent agent zeroes its state there);
+    - `finished_games(info, truncated, acted)`: the (return, length) of each game that ended in
+      this step; `acted[i]` is False where env i ignored this step's action (only ever the step
+      after a done, with next-step autoreset).
+
+    When an env resets is `envs.metadata["autoreset_mode"]`: on the step after a done, ignoring
+    its action (EnvPool; gymnasium's `NEXT_STEP`, also assumed when the key is missing), or in
+    the same step (`SAME_STEP`). A video runs from the game's first frame to its last: the frame
+    that still shows the last game's end (next step), or already the next game (same step), is
+    left out.
+    """
+    from gymnasium.vector import AutoresetMode
+
+    from cleanrl_utils.video import VideoWriter
+
+    same_step = envs.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
+    obs, _ = envs.reset()
+    done = np.zeros(1, dtype=bool)
+    episodic_returns = []
+    video = None
+    while len(episodic_returns) < eval_episodes:
+        if video_dir is not None and video is None:
+            video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
+            if same_step or not done.any():  # (else the env still shows the last game's end)
+                video.append(envs.render()[0])
+        action = policy(obs, done)
+        acted = np.ones(1, dtype=bool) if same_step else ~done
+        obs, _, terminated, truncated, info = envs.step(action)
+        done = terminated | truncated
+        if video is not None and not (same_step and done.any()):
+            video.append(envs.render()[0])
+        for episodic_return, episodic_length in finished_games(info, truncated, acted):
+            video = game_over(episodic_returns, episodic_return, episodic_length, video)
+    return episodic_returns
 
 
 def game_over(episodic_returns: list[float], episodic_return: float, episodic_length: int, video):

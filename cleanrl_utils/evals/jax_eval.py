@@ -28,15 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils import extras
-from cleanrl_utils.checks import fail, stops_on_ctrl_c
+from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import (
     evaluation_video_dir,
-    game_over,
     parse_eval_args,
+    play_games,
     summary,
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
+from cleanrl_utils.exits import stops_on_ctrl_c
 
 
 def jax_agent(model: Model, script):
@@ -87,51 +88,52 @@ def evaluate(
     seeds the env and the action sampling, so the same model and seed give the same games. With
     `video_dir`, every game is written to `video_dir/eval-episode-{i}.mp4`.
     """
-    import jax
-
     render = {"render_mode": "rgb_array"} if video_dir is not None else {}
     envs = make_env(env_id, 1, seed, **render)
     try:
-        policy = jax.jit(agent.get_action_and_value)
-        return play(
-            policy, params, envs, episode_statistics.zeros(1), eval_episodes, seed, video_dir
-        )
+        policy = jax_policy(agent, params, seed)
+        finished_games = jax_finished_games(episode_statistics)
+        return play_games(envs, policy, finished_games, eval_episodes, video_dir)
     finally:
         envs.close()
 
 
-def play(policy, params, envs, stats, eval_episodes, seed, video_dir) -> list[float]:
+def jax_policy(agent, params, seed: int):
+    """`play_games`'s policy for a JAX agent: actions sampled with a key split from `seed` at
+    each step."""
     import jax
 
-    from cleanrl_utils.video import VideoWriter
-
+    get_action = jax.jit(agent.get_action_and_value)
     key = jax.random.PRNGKey(seed)
-    update_stats = jax.jit(
+
+    def policy(obs, done):
+        nonlocal key
+        key, action_key = jax.random.split(key)
+        return np.asarray(get_action(params, obs, action_key)[0])
+
+    return policy
+
+
+def jax_finished_games(episode_statistics):
+    """`play_games`'s statistics for a script's `EpisodeStatistics` pytree, updated by a jitted
+    step: the (return, length) of each game that ended."""
+    import jax
+
+    stats = episode_statistics.zeros(1)
+    update = jax.jit(
         lambda stats, reward, terminated, truncated, acted: stats.update(
             {"reward": reward, "terminated": terminated}, truncated, acted
         )
     )
-    obs, _ = envs.reset()
-    done = np.zeros(1, dtype=bool)
-    episodic_returns = []
-    video = None
-    while len(episodic_returns) < eval_episodes:
-        if video_dir is not None and video is None:
-            video = VideoWriter(Path(video_dir) / f"eval-episode-{len(episodic_returns)}.mp4")
-            video.append(envs.render()[0])
-        key, action_key = jax.random.split(key)
-        action = np.asarray(policy(params, obs, action_key)[0])
-        acted = ~done  # EnvPool ignores the action of the step after a done
-        obs, _, terminated, truncated, info = envs.step(action)
-        done = terminated | truncated
-        if video is not None:
-            video.append(envs.render()[0])
-        stats, ended, returns, lengths = update_stats(
+
+    def finished_games(info, truncated, acted):
+        nonlocal stats
+        stats, ended, returns, lengths = update(
             stats, info["reward"], info["terminated"], truncated, acted
         )
-        for i in np.flatnonzero(np.asarray(ended)):
-            video = game_over(episodic_returns, float(returns[i]), int(lengths[i]), video)
-    return episodic_returns
+        return [(float(returns[i]), int(lengths[i])) for i in np.flatnonzero(np.asarray(ended))]
+
+    return finished_games
 
 
 def evaluate_model(model: Model, script, args, video_dir: Path | None = None) -> list[float]:

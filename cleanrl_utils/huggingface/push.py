@@ -21,7 +21,8 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks import USAGE_ERROR, fail, parse_args
+from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.exits import USAGE_ERROR
 from cleanrl_utils.huggingface.auth import hub_problem, repo_name
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 

@@ -20,7 +20,8 @@ from typing import Annotated, Literal
 
 import tyro
 
-from cleanrl_utils.checks import fail, parse_args, stops_on_ctrl_c
+from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.exits import stops_on_ctrl_c
 
 PROG = "python -m cleanrl_utils.tuner"
 
