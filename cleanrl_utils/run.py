@@ -5,7 +5,7 @@ Every script in `cleanrl/` makes these calls, in this order:
     with Run(args, __file__) as run:  # --resume: finds the checkpoint; flags not given come from it
         args = run.args               # the arguments as reconciled (the caller's are not changed)
         ...                           # the sizes derived from them
-        writer = run.start()          # runs/{run.name}/: config.json, TensorBoard, W&B, stop signals
+        writer = run.start()          # runs/{run.name}/: config.json, TensorBoard, W&B, signals
         envs = make_env(..., run.games_seed)
         run.restore(state)            # a resumed run: the state as checkpointed, RNGs included
         for iteration in range(run.start_iteration, args.num_iterations + 1):

@@ -5,8 +5,8 @@
   (`on_second_ctrl_c`).
 
 - **before training** (`stop_before_training`): a stop signal received since the script's first
-  import (`cleanrl_utils.exits.record_stops`) or by the run's handlers ends the process at the
-  run's next safe point (`Run.__init__`, `start`, `restore`: a `RunError`), with one line and exit code 75
+  import (`cleanrl_utils.exits.record_stops`) or by the run's handlers ends the run at its next
+  safe point (`Run.__init__`, `start`, `restore`) with a `RunError`: one line and exit code 75
   (SIGTERM, SIGUSR1: the SLURM templates requeue the task, which starts again or resumes) or 130
   (Ctrl-C). This process trained nothing yet: nothing is lost.
 - **after training** (`stop_after_training`): during the model file, the evaluation and the
