@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
-from cleanrl_utils.after_training import save_and_evaluate
+from cleanrl_utils.after_training import check_upload, save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
@@ -410,98 +410,107 @@ def update(agent, args, agent_state, rollout, advantages, returns, key):
 
 if __name__ == "__main__":
     args = parse_args(Args)  # bad input: one `error:` line, exit code 2
-    run = Run(args, __file__)  # with --resume: the flags not given come from the checkpoint
-    check_ppo_args(args)
-    check_envpool_atari_id(args.env_id)
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
-    args.num_iterations = args.total_timesteps // args.batch_size
-    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
+    with Run(args, __file__) as run:  # with --resume: the flags not given come from the checkpoint
+        args = run.args  # (a new object: yours is not changed)
+        check_upload(args)  # what --upload-model needs: checked before any work
+        check_ppo_args(args)
+        check_envpool_atari_id(args.env_id)
+        args.batch_size = int(args.num_envs * args.num_steps)
+        args.minibatch_size = int(args.batch_size // args.num_minibatches)
+        args.num_iterations = args.total_timesteps // args.batch_size
+        writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    configure_jax(args)
-    key = jax.random.PRNGKey(args.seed)
-    key, agent_key, rollout_key = jax.random.split(key, 3)
+        # TRY NOT TO MODIFY: seeding
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        configure_jax(args)
+        key = jax.random.PRNGKey(args.seed)
+        key, agent_key, rollout_key = jax.random.split(key, 3)
 
-    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-    envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
+        # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+        envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
 
-    agent = Agent(envs.action_space.n)
-    obs_shape = envs.observation_space.shape
+        agent = Agent(envs.action_space.n)
+        obs_shape = envs.observation_space.shape
 
-    def linear_schedule(count):
-        # count is the number of gradient steps so far: the rate is constant within an iteration
-        frac = 1.0 - (count // (args.num_minibatches * args.update_epochs)) / args.num_iterations
-        return args.learning_rate * frac
+        def linear_schedule(count):
+            # count is the number of gradient steps so far: the rate is constant within an iteration
+            frac = (
+                1.0 - (count // (args.num_minibatches * args.update_epochs)) / args.num_iterations
+            )
+            return args.learning_rate * frac
 
-    agent_state = TrainState.create(
-        apply_fn=None,
-        params=jax.jit(agent.init)(agent_key, np.zeros((1,) + obs_shape, np.uint8)),
-        tx=optax.chain(
-            optax.clip_by_global_norm(args.max_grad_norm),
-            optax.inject_hyperparams(optax.adam)(
-                learning_rate=linear_schedule if args.anneal_lr else args.learning_rate, eps=1e-5
+        agent_state = TrainState.create(
+            apply_fn=None,
+            params=jax.jit(agent.init)(agent_key, np.zeros((1,) + obs_shape, np.uint8)),
+            tx=optax.chain(
+                optax.clip_by_global_norm(args.max_grad_norm),
+                optax.inject_hyperparams(optax.adam)(
+                    learning_rate=linear_schedule if args.anneal_lr else args.learning_rate,
+                    eps=1e-5,
+                ),
             ),
-        ),
-    )
-    avg_returns, avg_lengths = deque(maxlen=20), deque(maxlen=20)
-    state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
-    state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
-    agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
+        )
+        avg_returns, avg_lengths = deque(maxlen=20), deque(maxlen=20)
+        state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
+        state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
+        agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
 
-    # TRY NOT TO MODIFY: start the game
-    global_step, start_time = run.global_step, run.start_time
-    next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
-    handle, _, _, step_env = envs.xla()
-    episode_stats = EpisodeStatistics.zeros(args.num_envs)
-    env_state = EnvState(handle, next_obs, valid, episode_stats, rollout_key)
-    jit_collect_rollout = jax.jit(
-        partial(collect_rollout, partial(rollout_step, agent, step_env), num_steps=args.num_steps)
-    )
-    jit_get_value = jax.jit(agent.get_value)
-    jit_update = jax.jit(partial(update, agent, args))
+        # TRY NOT TO MODIFY: start the game
+        global_step, start_time = run.global_step, run.start_time
+        next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
+        handle, _, _, step_env = envs.xla()
+        episode_stats = EpisodeStatistics.zeros(args.num_envs)
+        env_state = EnvState(handle, next_obs, valid, episode_stats, rollout_key)
+        jit_collect_rollout = jax.jit(
+            partial(
+                collect_rollout, partial(rollout_step, agent, step_env), num_steps=args.num_steps
+            )
+        )
+        jit_get_value = jax.jit(agent.get_value)
+        jit_update = jax.jit(partial(update, agent, args))
 
-    for iteration in range(run.start_iteration, args.num_iterations + 1):
-        env_state, rollout, games = jit_collect_rollout(agent_state.params, env_state)
-        run.lap("rollout", rollout)
+        for iteration in range(run.start_iteration, args.num_iterations + 1):
+            env_state, rollout, games = jit_collect_rollout(agent_state.params, env_state)
+            run.lap("rollout", rollout)
 
-        # bootstrap value if not done
-        next_value = jit_get_value(agent_state.params, env_state.obs)
-        advantages, returns = compute_advantages(rollout, next_value, args.gamma, args.gae_lambda)
-        run.lap("advantages", advantages)
+            # bootstrap value if not done
+            next_value = jit_get_value(agent_state.params, env_state.obs)
+            advantages, returns = compute_advantages(
+                rollout, next_value, args.gamma, args.gae_lambda
+            )
+            run.lap("advantages", advantages)
 
-        # Optimizing the policy and value network
-        agent_state, stats, key = jit_update(agent_state, rollout, advantages, returns, key)
-        run.lap("update", agent_state)
+            # Optimizing the policy and value network
+            agent_state, stats, key = jit_update(agent_state, rollout, advantages, returns, key)
+            run.lap("update", agent_state)
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        game_over, game_returns, game_lengths = jax.device_get(games)
-        for step, env in zip(*np.nonzero(game_over)):
-            game_step = global_step + (step + 1) * args.num_envs
-            avg_returns.append(float(game_returns[step, env]))
-            avg_lengths.append(int(game_lengths[step, env]))
-            writer.add_scalar("charts/episodic_return", avg_returns[-1], game_step)
-            writer.add_scalar("charts/episodic_length", avg_lengths[-1], game_step)
-            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
-            writer.add_scalar("charts/avg_episodic_length", np.mean(avg_lengths), game_step)
-        global_step += args.batch_size
+            # TRY NOT TO MODIFY: record rewards for plotting purposes
+            game_over, game_returns, game_lengths = jax.device_get(games)
+            for step, env in zip(*np.nonzero(game_over)):
+                game_step = global_step + (step + 1) * args.num_envs
+                avg_returns.append(float(game_returns[step, env]))
+                avg_lengths.append(int(game_lengths[step, env]))
+                writer.add_scalar("charts/episodic_return", avg_returns[-1], game_step)
+                writer.add_scalar("charts/episodic_length", avg_lengths[-1], game_step)
+                writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
+                writer.add_scalar("charts/avg_episodic_length", np.mean(avg_lengths), game_step)
+            global_step += args.batch_size
 
-        learning_rate = agent_state.opt_state[1].hyperparams["learning_rate"]
-        writer.add_scalar("charts/learning_rate", float(learning_rate), global_step)
-        for name, value in jax.device_get(stats).items():
-            writer.add_scalar(f"losses/{name}", float(value), global_step)
-        explained_var = explained_variance(rollout.values, returns, rollout.valids)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
-        writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
-        state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)  # checkpointed
-        run.end_iteration(iteration, global_step, avg_returns, state)
-        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
-            break
+            learning_rate = agent_state.opt_state[1].hyperparams["learning_rate"]
+            writer.add_scalar("charts/learning_rate", float(learning_rate), global_step)
+            for name, value in jax.device_get(stats).items():
+                writer.add_scalar(f"losses/{name}", float(value), global_step)
+            explained_var = explained_variance(rollout.values, returns, rollout.valids)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+            writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
+            state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)  # kept
+            run.end_iteration(iteration, global_step, avg_returns, state)
+            if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: its checkpoint is written
+                break
 
-    envs.close()
-    # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
-    save_and_evaluate(run, agent, make_env, EpisodeStatistics, params=agent_state.params)
-    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)
+        envs.close()
+        # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
+        save_and_evaluate(run, agent, make_env, EpisodeStatistics, params=agent_state.params)
+    sys.exit(run.exit_code())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

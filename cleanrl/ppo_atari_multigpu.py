@@ -10,7 +10,7 @@ from typing import Literal
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils import atari_wrappers
-from cleanrl_utils.after_training import save_and_evaluate
+from cleanrl_utils.after_training import check_upload, save_and_evaluate
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
@@ -328,88 +328,92 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
 if __name__ == "__main__":
     args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     dist = Distributed(args)  # RANK, WORLD_SIZE, ... from torchrun; alone: one process
-    run = Run(args, __file__, dist=dist)  # rank 0 writes; all ranks stop after the same iteration
-    args.num_envs = args.local_num_envs * dist.world_size
-    check_ppo_args(args)
-    check_gymnasium_atari_id(args.env_id)
-    dist.connect(run)  # the process group; ranks that differ in arguments or run: one error line
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
-    args.num_iterations = args.total_timesteps // args.batch_size
-    writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
+    with Run(args, __file__, dist=dist) as run:  # rank 0 writes; all stop at one iteration
+        args = run.args  # (a new object: yours is not changed)
+        check_upload(args)  # what --upload-model needs: checked before any work
+        args.num_envs = args.local_num_envs * dist.world_size
+        check_ppo_args(args)
+        check_gymnasium_atari_id(args.env_id)
+        dist.connect(run)  # the process group; ranks differing in arguments or run: one error line
+        args.batch_size = int(args.num_envs * args.num_steps)
+        args.minibatch_size = int(args.batch_size // args.num_minibatches)
+        args.num_iterations = args.total_timesteps // args.batch_size
+        writer = run.start()  # runs/{run.name}/: config.json, TensorBoard, W&B with --track
 
-    # TRY NOT TO MODIFY: seeding: each rank samples its own actions
-    random.seed(args.seed + dist.rank)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed + dist.rank)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
+        # TRY NOT TO MODIFY: seeding: each rank samples its own actions
+        random.seed(args.seed + dist.rank)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed + dist.rank)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    device = dist.device
+        device = dist.device
 
-    # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-    # rank r's envs are envs r * local_num_envs... of one process's num_envs (env i: seed + i)
-    video_dir = f"videos/{run.name}" if args.capture_video and dist.is_main else None
-    games_seed = run.games_seed + dist.rank * args.local_num_envs
-    envs = make_env(args.env_id, args.local_num_envs, games_seed, args.async_envs, video_dir)
+        # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
+        # rank r's envs are envs r * local_num_envs... of one process's num_envs (env i: seed + i)
+        video_dir = f"videos/{run.name}" if args.capture_video and dist.is_main else None
+        games_seed = run.games_seed + dist.rank * args.local_num_envs
+        envs = make_env(args.env_id, args.local_num_envs, games_seed, args.async_envs, video_dir)
 
-    agent = Agent(envs).to(device)
-    dist.broadcast_parameters(agent)  # every rank starts from rank 0's network
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    avg_returns = deque(maxlen=20)
-    state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
-    state["shuffle"] = dist.shuffler  # the minibatch permutations' generator, seeded with the seed
-    run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
+        agent = Agent(envs).to(device)
+        dist.broadcast_parameters(agent)  # every rank starts from rank 0's network
+        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+        avg_returns = deque(maxlen=20)
+        state = {"agent": agent, "optimizer": optimizer, "avg_returns": avg_returns}
+        state["shuffle"] = dist.shuffler  # the minibatch permutations' generator, seeded alike
+        run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
 
-    policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
+        policy_fn, advantages_fn, loss_fn = compiled(args, agent, compute_advantages, ppo_loss)
 
-    # ALGO Logic: Storage setup
-    rollout = Rollout.zeros(args, envs.single_observation_space.shape, device)
+        # ALGO Logic: Storage setup
+        rollout = Rollout.zeros(args, envs.single_observation_space.shape, device)
 
-    # TRY NOT TO MODIFY: start the game
-    global_step, start_time = run.global_step, run.start_time
-    next_obs = torch.from_numpy(envs.reset()[0]).to(device)
-    episode_stats = EpisodeStatistics(args.local_num_envs)
+        # TRY NOT TO MODIFY: start the game
+        global_step, start_time = run.global_step, run.start_time
+        next_obs = torch.from_numpy(envs.reset()[0]).to(device)
+        episode_stats = EpisodeStatistics(args.local_num_envs)
 
-    for iteration in range(run.start_iteration, args.num_iterations + 1):
-        if args.anneal_lr:  # Annealing the rate if instructed to do so.
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+        for iteration in range(run.start_iteration, args.num_iterations + 1):
+            if args.anneal_lr:  # Annealing the rate if instructed to do so.
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-        next_obs, finished = collect_rollout(
-            policy_fn, agent.get_value, envs, rollout, next_obs, episode_stats
-        )
-        run.lap("rollout")
-        finished = sorted(sum(dist.gather(finished) or [], []), key=lambda game: game[0])
-        for step, episodic_return, episodic_length in finished:  # every rank's, on rank 0
-            game_step = global_step + (step + 1) * args.num_envs
-            avg_returns.append(episodic_return)
-            writer.add_scalar("charts/episodic_return", episodic_return, game_step)
-            writer.add_scalar("charts/episodic_length", episodic_length, game_step)
-            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
-        global_step += args.batch_size
+            next_obs, finished = collect_rollout(
+                policy_fn, agent.get_value, envs, rollout, next_obs, episode_stats
+            )
+            run.lap("rollout")
+            finished = sorted(sum(dist.gather(finished) or [], []), key=lambda game: game[0])
+            for step, episodic_return, episodic_length in finished:  # every rank's, on rank 0
+                game_step = global_step + (step + 1) * args.num_envs
+                avg_returns.append(episodic_return)
+                writer.add_scalar("charts/episodic_return", episodic_return, game_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, game_step)
+                writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), game_step)
+            global_step += args.batch_size
 
-        # bootstrap value if not done
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(-1)
-            advantages, returns = advantages_fn(rollout, next_value, args.gamma, args.gae_lambda)
-        run.lap("advantages")
+            # bootstrap value if not done
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(-1)
+                advantages, returns = advantages_fn(
+                    rollout, next_value, args.gamma, args.gae_lambda
+                )
+            run.lap("advantages")
 
-        # Optimizing the policy and value network
-        stats = update(loss_fn, agent, optimizer, args, rollout, advantages, returns, dist)
-        run.lap("update")
+            # Optimizing the policy and value network
+            stats = update(loss_fn, agent, optimizer, args, rollout, advantages, returns, dist)
+            run.lap("update")
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        for name, value in stats.items():
-            writer.add_scalar(f"losses/{name}", value.item(), global_step)
-        explained_var = explained_variance(*(dist.cat(x, 1) for x in (rollout.values, returns)))
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
-        run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
-        if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: this iteration's checkpoint is written
-            break
+            # TRY NOT TO MODIFY: record rewards for plotting purposes
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            for name, value in stats.items():
+                writer.add_scalar(f"losses/{name}", value.item(), global_step)
+            explained_var = explained_variance(*(dist.cat(x, 1) for x in (rollout.values, returns)))
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
+            run.end_iteration(iteration, global_step, avg_returns, state)  # a checkpoint when due
+            if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: its checkpoint is written
+                break
 
-    envs.close()
-    if dist.is_main:
-        save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
-    sys.exit(run.finish())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)
+        envs.close()
+        if dist.is_main:
+            save_and_evaluate(run, agent, make_env, EpisodeStatistics, device)  # (not after a stop)
+    sys.exit(run.exit_code())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

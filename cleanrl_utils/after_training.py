@@ -1,5 +1,6 @@
 """The run's lifecycle after its training loop: the model file, the evaluation games and the
-upload, with `--save-model`, `--capture-video` and `--upload-model`. The top floor, beside `run`:
+upload, with `--save-model`, `--capture-video` and `--upload-model`, which the scripts call
+(`check_upload` before any work, `save_and_evaluate` after the loop). The top floor, above `run`:
 it calls the evaluators (`cleanrl_utils.evals`) and the Hub (`cleanrl_utils.huggingface`), which
 import nothing of it."""
 
@@ -15,8 +16,9 @@ from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
 
 def check_upload(args) -> None:
     """What `--upload-model` needs (the packages, a token, a valid repository id), checked by
-    `Run` before training: a run must not train for hours and then fail for want of a token."""
-    problem = upload_problem(args)
+    the scripts before any work: a run must not train for hours and then fail for want of a
+    token. Nothing without `--upload-model`."""
+    problem = getattr(args, "upload_model", False) and upload_problem(args)
     if problem:
         fail(problem)
 

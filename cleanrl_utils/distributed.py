@@ -5,16 +5,16 @@ A script of `cleanrl/` that runs on many processes (launched by `torchrun`, one 
 makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
 
     dist = Distributed(args)      # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2
-    run = Run(args, __file__, dist=dist)  # rank 0 alone writes; the stop agreement; RNGs of all ranks
-    ...                           # the checks: one `error:` line on every rank, before connecting
-    dist.connect(run)             # the process group (NCCL on GPUs, else gloo), a bounded wait;
+    with Run(args, __file__, dist=dist) as run:  # rank 0 alone writes and prints; stop agreement
+        ...                       # the checks: one `error:` line on every rank, before connecting
+        dist.connect(run)         # the process group (NCCL on GPUs, else gloo), a bounded wait;
                                   # the ranks agree on the arguments, script and run folder
-    ...
-    loss.backward()
-    dist.sum_gradients(agent)     # every minibatch: the ranks' gradients summed
-    ...
-    games = dist.gather(finished) # every rank's finished games, to rank 0 (None elsewhere)
-    dist.shuffle(b_inds)          # the minibatch permutation: its own generator, alike everywhere
+        ...
+        loss.backward()
+        dist.sum_gradients(agent) # every minibatch: the ranks' gradients summed
+        ...
+        games = dist.gather(finished)  # every rank's finished games, to rank 0 (None elsewhere)
+        dist.shuffle(b_inds)      # the minibatch permutation: its own generator, alike everywhere
 
 Run alone (no torchrun), the script is a one-process run: world size 1, no process group, and
 every call does what one process needs (nothing, or returns its input).
@@ -133,8 +133,6 @@ class Distributed:
         else:
             self.device = torch.device("cpu")
         self.backend = default_backend(args.backend, self.device)
-        if self.rank != 0:  # the other ranks' informational lines would repeat rank 0's
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
         self.joined = False
         if self.world_size > 1:  # (registered after the checks every rank makes alike)
             atexit.register(self._stopped_before_joining)

@@ -7,14 +7,36 @@ packages only where they use them.
 A script run as a program (not one imported for its definitions, by a test or a tool) also
 handles its stop signals from here on (`exits.record_stops`): a SIGTERM or Ctrl-C while it imports
 its libraries stops it at once with one line and exit code 75 or 130 (nothing is written yet);
-once its run has begun, at the run's next safe point."""
+once its run has begun, at the run's next safe point.
 
+A `RunError` that reaches the top of a script (`cleanrl_utils.run` raises it instead of exiting:
+bad input, a checkpoint it cannot use, a stop before training) is its one line and its exit code,
+no traceback (`run_error_hook`)."""
+
+import atexit
 import os
 import sys
 
 from cleanrl_utils import exits, extras
 
 extras.install()
+
+
+def run_error_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
+    """`sys.excepthook` of a script: a `RunError` is said in one line and ends the process with
+    its code, after what a normal exit runs (the `atexit` functions: a rank that never joined
+    the others tells them); anything else goes to the hook before it."""
+    if not isinstance(exc, exits.RunError):
+        return previous(exc_type, exc, traceback)
+    exc.say()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(exc.code)  # (an excepthook cannot choose the exit code otherwise)
+
+
+if sys.excepthook in (sys.__excepthook__, extras.missing_extra_hook):
+    sys.excepthook = run_error_hook
 
 
 def imported_by_a_program() -> bool:

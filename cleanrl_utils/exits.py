@@ -5,8 +5,13 @@ exits with one of these codes or handles Ctrl-C takes them from here.
 
 - `stops_on_ctrl_c` (or `CtrlCExit(message)`, for another message): Ctrl-C in a command's entry
   point, or in a `with` block, ends the process with one line and exit code 130, no traceback.
-- `StopRequest`: Ctrl-C, SIGTERM and SIGHUP set a flag instead, for a loop that must stop what it
-  started before it ends (the benchmark launcher's pool and `--slurm-wait`).
+- `StopRequest`: the one way the package catches stop signals: a `with` block in which they set
+  a flag (or call a handler) instead of raising wherever the program happens to be, and that
+  gives back every handler it replaced. The benchmark launcher's pool, `--slurm-wait` and the
+  tuner use it for Ctrl-C, SIGTERM and SIGHUP; a training run (`cleanrl_utils.run`) for SIGTERM,
+  SIGUSR1 and Ctrl-C (`STOP_SIGNALS`).
+- `RunError`: a run that cannot start or go on, as a value (its line and its exit code) that the
+  script's entry point says and exits with (`cleanrl_utils.entry`), no traceback.
 
 - `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
   handlers over, SIGTERM, SIGUSR1 and Ctrl-C end the process at once (before the run exists) or
@@ -61,24 +66,59 @@ stops_on_ctrl_c = CtrlCExit()  # `@stops_on_ctrl_c` on a command's `main`
 
 
 class StopRequest:
-    """Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal) set `requested` instead of raising
-    wherever the program happens to be, so that nothing is started without being tracked. The
-    handlers before it are back when the `with` block ends. Only the main thread may use it
-    (Python runs signal handlers there)."""
+    """Stop signals caught for the length of a `with` block: each sets `requested` (and `signum`,
+    the last received), or calls `handler(signum, frame)` when one is given, instead of raising
+    wherever the program happens to be, so that nothing is started without being tracked.
+    `replace(signum, handler)` changes the handler of one of them inside the block (a second
+    Ctrl-C that stops at once). Every handler the block replaced is back when it ends. Only the
+    main thread may use it (Python runs signal handlers there).
+
+    Default signals: Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def __enter__(self) -> StopRequest:
+    def __init__(self, signals: tuple[int, ...] = SIGNALS, handler=None):
+        self.signals = tuple(signals)
+        self.handler = handler if handler is not None else self._handle
         self.requested = False
-        self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        self.signum: int | None = None
+        self.previous: dict = {}
+
+    def __enter__(self) -> StopRequest:
+        self.requested, self.signum = False, None
+        for signum in self.signals:
+            self.replace(signum, self.handler)
         return self
+
+    def replace(self, signum: int, handler) -> None:
+        """`handler` for `signum` until the block ends; the handler from before the block is the
+        one given back."""
+        previous = signal.signal(signum, handler)
+        self.previous.setdefault(signum, previous)
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
+        self.previous = {}
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
+        self.requested, self.signum = True, signum
+
+
+class RunError(Exception):
+    """A run that cannot start or go on (bad input, a checkpoint it cannot use, a stop before
+    training, a run already finished): `line`, what to say (`error: {message}` unless given),
+    and `code`, the exit code. Raised by `cleanrl_utils.run` instead of exiting; `say` prints
+    the line (on stdout for code 0, else stderr), and a script's entry point does that and exits
+    with the code (`cleanrl_utils.entry`)."""
+
+    def __init__(self, message: str, code: int = USAGE_ERROR, line: str | None = None):
+        super().__init__(message)
+        self.message, self.code = message, code
+        self.line = f"error: {message}" if line is None else line
+
+    def say(self) -> None:
+        print(self.line, file=sys.stdout if self.code == 0 else sys.stderr, flush=True)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)

@@ -1,7 +1,13 @@
-"""`--resume`: the checkpoint a run continues from, and the arguments it continues with."""
+"""`--resume`: the checkpoint a run continues from, and the arguments it continues with.
+
+`resume_run` is what `cleanrl_utils.run.Run` asks: the run folder, checkpoint and payload, and
+the arguments reconciled with the checkpoint's as a new object (the caller's are not changed).
+What it cannot use is a `RunError` (one `error:` line, exit code 2); a run already finished is one
+with exit code 0."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 from pathlib import Path
@@ -16,8 +22,9 @@ from cleanrl_utils.checkpoint import (
     payload_problem,
     read_checkpoint,
 )
-from cleanrl_utils.checks import fail
-from cleanrl_utils.runs import find_runs, read_record, slurm_task
+from cleanrl_utils.checks import value_problem
+from cleanrl_utils.exits import RunError
+from cleanrl_utils.runs import find_runs, name_problem, read_record, slurm_task
 
 # Free arguments that say what the run does besides learning: a resume that does not give them
 # carries the checkpoint's on (the resume command a stopped run prints names only the folder)
@@ -63,23 +70,23 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     before it used), one file (its folder is the run folder: the run writes beside it, whatever
     folder the file's record names), or with `auto` the newest unfinished run
     (`find_unfinished`). Anything else, a checkpoint of the older (pickle) format or a FIFO
-    included, is one `error:` line and exit code 2."""
+    included, is a `RunError` (one `error:` line, exit code 2)."""
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
     if path.is_dir():
         folder, files = path, list_checkpoints(path)
         if not files:
-            fail(f"--resume {path}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
+            raise RunError(f"--resume {path}: no checkpoint ({CHECKPOINT_GLOB}) in that folder")
     elif path.is_file():
         folder, files = path.parent, [path]
     elif path.exists():
-        fail(f"--resume {path}: not a checkpoint file (a FIFO, a device or a socket)")
+        raise RunError(f"--resume {path}: not a checkpoint file (a FIFO, a device or a socket)")
     else:
-        fail(f"--resume {path}: no such run folder or checkpoint file")
+        raise RunError(f"--resume {path}: no such run folder or checkpoint file")
     found = newest_readable(files)
     if found is None:
-        fail(f"--resume {path}: no readable checkpoint (see the warnings above)")
+        raise RunError(f"--resume {path}: no readable checkpoint (see the warnings above)")
     return (folder, *found)
 
 
@@ -156,7 +163,7 @@ def newest_readable(files: list[Path]) -> tuple[Path, dict] | None:
                 raise CorruptCheckpoint(f"not a run's checkpoint: {problem}")
             return file, payload
         except PickleCheckpoint as exc:
-            fail(f"--resume: {exc}")
+            raise RunError(f"--resume: {exc}") from None
         except CorruptCheckpoint as exc:
             usable = "; trying the one before it" if i + 1 < len(files) else ""
             print(f"warning: checkpoint {file} is corrupt: {exc}{usable}", file=sys.stderr)
@@ -179,29 +186,31 @@ def given_flags(args, argv: list[str]) -> set[str]:
     return given
 
 
-def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]) -> None:
-    """The arguments `given` (on the command line) or not at their defaults (set in code) must
-    agree with the checkpoint's; the others take its values (the derived sizes are derived again
-    afterwards). A contradicting one, or a checkpoint of another script, is an error."""
+def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]):
+    """`args` reconciled with the checkpoint's, as a new object (`args` is not changed): the
+    arguments `given` (on the command line) or not at their defaults (set in code) must agree
+    with the checkpoint's; the others take its values (the derived sizes are derived again
+    afterwards). A contradicting one, or a checkpoint of another script, is a `RunError`."""
     saved_script, saved_args = payload.get("script"), payload.get("args", {})
     if saved_script != script:
-        fail(f"--resume: {file} was written by {saved_script}.py, not {script}.py")
+        raise RunError(f"--resume: {file} was written by {saved_script}.py, not {script}.py")
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    taken = {}
     for name, saved in saved_args.items():
         if name in DERIVED_ARGS or name not in defaults:
             continue
         value = getattr(args, name)
         if name in FREE_ARGS:
             if name in CARRIED_ARGS and name not in given and value == defaults[name]:
-                setattr(args, name, saved)
+                taken[name] = saved
             continue
         if value == saved:
             continue
         if name not in given and value == defaults[name]:
-            setattr(args, name, saved)
+            taken[name] = saved
             continue
         flag = "--" + name.replace("_", "-")
-        fail(
+        raise RunError(
             f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
             f"{value!r} (drop {flag} or start a new run)"
         )
@@ -215,3 +224,58 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
                 f"the run goes on with {getattr(args, name)!r}: give {flag} to choose",
                 file=sys.stderr,
             )
+    reconciled = copy.copy(args)
+    for name, value in taken.items():
+        setattr(reconciled, name, value)
+    return reconciled
+
+
+@dataclasses.dataclass(frozen=True)
+class Resumed:
+    """A run continued from a checkpoint: its folder (the run's, whatever the checkpoint's record
+    says: a copied folder is a run of its own, named after its folder), the checkpoint file, what
+    it holds, and the arguments reconciled with it."""
+
+    dir: Path
+    file: Path
+    payload: dict
+    args: object
+
+    @property
+    def name(self) -> str:
+        return self.dir.resolve().name
+
+
+def resume_run(args, script: str, runs_dir: Path, given: set[str], world_size: int = 1):
+    """`--resume` of `args` (None when it starts a new run: `auto` found none): the checkpoint
+    found (`find_checkpoint`), checked against `script`'s arguments and the processes of this
+    run, and the arguments reconciled with it (`reconcile_args`). A `RunError` when it cannot be
+    used, and one with exit code 0 when the run has already finished."""
+    found = find_checkpoint(args, runs_dir)
+    if found is None:
+        return None
+    folder, file, payload = found
+    fields = {f.name: f for f in dataclasses.fields(args)}
+    for name, value in payload["args"].items():
+        problem = name in fields and value_problem(name, value, fields[name].type)
+        if problem:
+            raise RunError(f"--resume: {file}: its arguments do not fit {script}.py: {problem}")
+    resumed = Resumed(folder, file, payload, reconcile_args(args, payload, script, file, given))
+    if payload.get("world_size", 1) != world_size:
+        raise RunError(
+            f"--resume: {file} was written by a run on {payload.get('world_size', 1)} "
+            f"process(es), this one has {world_size}: resume it with as many (each "
+            "process's envs and random numbers are part of the run)"
+        )
+    if problem := name_problem(resumed.args.exp_name, resumed.args.env_id):  # (as reconciled)
+        raise RunError(problem)
+    done, total = payload["iteration"], payload["args"]["num_iterations"]
+    steps = f"{payload['global_step']:,} steps"
+    if done >= total and not after_training_due(folder, vars(resumed.args)):
+        line = (
+            f"run {resumed.name} has already finished ({done} iterations, {steps}): nothing to do"
+        )
+        raise RunError("already finished", 0, line)
+    left = "the steps after training" if done >= total else f"iteration {done} of {total}"
+    print(f"resuming {resumed.name} from {file} ({left}, {steps})")
+    return resumed

@@ -1,14 +1,16 @@
 """Helpers for the tests that use `cleanrl_utils.run.Run` in-process (tests/test_run.py, and the
 programs it runs as processes): a small run of `cleanrl/ppo_atari_envpool.py`, opened as a script
-opens it."""
+opens it, and what the script's entry point does with a `RunError`."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
+from cleanrl_utils.exits import RunError
 from cleanrl_utils.run import Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
@@ -25,6 +27,17 @@ def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
     """What a script does before its loop: parse, resolve --resume, derive the sizes, start."""
     args = torch_script.Args(**{**SMALL, **flags})
     run = Run(args, script, runs_dir=str(runs_dir))
-    derive_sizes(args)
+    derive_sizes(run.args)  # (the arguments as reconciled: a new object)
     run.start()
     return run
+
+
+@contextlib.contextmanager
+def entry_point():
+    """What a script's entry point does with a `RunError` (`cleanrl_utils.entry.run_error_hook`):
+    its one line, then the process ends with its code (here: `SystemExit`)."""
+    try:
+        yield
+    except RunError as exc:
+        exc.say()
+        raise SystemExit(exc.code) from None

@@ -92,7 +92,8 @@ def test_cleanrl_utils_has_no_import_circle(tmp_path):
 def test_cleanrl_utils_floors_import_nothing_from_higher_ones():
     """Between subpackages too (a subpackage is one node), no circle, and each module imports
     from its own floor (docs/hooks.py FLOORS) or lower ones: the evaluator knows nothing of the
-    Hub, the bad-input checks nothing of either, the lifecycle is the top."""
+    Hub, the bad-input checks nothing of either, the run lifecycle nothing of the Hub, and the
+    steps after training are the top."""
     graph = hooks.import_graph(REPO_ROOT / "cleanrl_utils")
     units = hooks.unit_graph(graph)
     assert "huggingface" in units["after_training"]  # subpackages are seen as one node

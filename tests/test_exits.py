@@ -39,6 +39,19 @@ def test_stop_request_sets_a_flag_and_gives_the_handlers_back():
     assert {s: signal.getsignal(s) for s in exits.StopRequest.SIGNALS} == before
 
 
+def test_stop_request_with_a_handler_gives_back_every_handler_it_replaced():
+    """`Run`'s use: its own handler for SIGTERM, SIGUSR1 and Ctrl-C, Ctrl-C's replaced inside the
+    block (a second Ctrl-C); the handlers from before the block are the ones given back."""
+    got = []
+    before = {s: signal.getsignal(s) for s in exits.STOP_SIGNALS}
+    with exits.StopRequest(exits.STOP_SIGNALS, lambda signum, frame: got.append(signum)) as stop:
+        signal.raise_signal(signal.SIGUSR1)
+        stop.replace(signal.SIGINT, lambda signum, frame: got.append(-signum))
+        signal.raise_signal(signal.SIGINT)
+    assert got == [signal.SIGUSR1, -signal.SIGINT] and not stop.requested
+    assert {s: signal.getsignal(s) for s in exits.STOP_SIGNALS} == before
+
+
 EXIT_CODES = {exits.FAILED, exits.USAGE_ERROR, exits.CHECKPOINT_EXIT, exits.INTERRUPTED}
 
 

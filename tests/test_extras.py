@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_testing import entry_point
 from scripts_testing import REPO_ROOT, script_env
 
 from cleanrl_utils import extras
@@ -97,7 +98,8 @@ def test_the_tuner_without_optuna_says_what_to_install(tmp_path):
 
 def test_importing_cleanrl_utils_changes_no_global_state(tmp_path):
     """Every module of the package but `entry` (the scripts' first import) leaves sys.excepthook
-    and the signal handlers as they were; `entry` installs the missing-extra hook."""
+    and the signal handlers as they were; `entry` installs its hook (a `RunError` in one line),
+    which hands other errors to the missing-extra hook."""
     code = """
 import importlib, pkgutil, signal, sys
 def state():
@@ -111,8 +113,9 @@ for name in names:
 assert state() == before, "an import changed sys.excepthook or a signal handler"
 assert len(names) > 30, names
 import cleanrl_utils.entry
+from cleanrl_utils.entry import run_error_hook
 from cleanrl_utils.extras import missing_extra_hook
-assert sys.excepthook is missing_extra_hook
+assert sys.excepthook is run_error_hook and run_error_hook.__defaults__ == (missing_extra_hook,)
 """
     proc = run_without(tmp_path, "nothing", ["-c", code])
     assert proc.returncode == 0, proc.stderr
@@ -148,7 +151,7 @@ def test_capture_video_without_the_video_extra_is_refused_before_any_work(
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # (given back after the test)
     monkeypatch.delitem(sys.modules, "imageio_ffmpeg", raising=False)
     exec(BLOCKER, {})
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         Run(Args(capture_video=True), "ppo_atari_envpool.py", runs_dir=str(tmp_path / "runs"))
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -33,6 +33,7 @@ import pytest
 from background_testing import in_background
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from run_testing import entry_point
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
@@ -89,12 +90,14 @@ def own_signal_handlers():
 
 
 def exits(fn, *args) -> tuple[int | None, str]:
-    """Calls `fn(*args)`: the exit code it raised (None when it returned) and its stderr."""
+    """Calls `fn(*args)` as a script's entry point would: the exit code it ends with (None when
+    it returned) and its stderr."""
     err = io.StringIO()
     code = None
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            fn(*args)
+            with entry_point():
+                fn(*args)
         except SystemExit as exc:
             code = exc.code
     return code, err.getvalue()
@@ -203,7 +206,7 @@ def test_a_name_that_cannot_name_a_run_folder_is_refused_before_anything_is_writ
     from cleanrl_utils.run import Run
 
     args = parse_args(envpool_script.Args, flags)
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         Run(args, str(SCRIPT), runs_dir=str(tmp_path / "runs"), argv=flags)
     assert exit_info.value.code == 2
     line = one_error_line(capsys.readouterr().err)
@@ -243,8 +246,9 @@ def test_random_command_lines_give_a_run_inside_runs_or_one_error_line(flags, tm
 
     def prepare():
         args = parse_args(envpool_script.Args, argv)
-        run = Run(args, str(SCRIPT), runs_dir=str(runs), argv=argv)
-        check_ppo_args(args)
+        with entry_point():
+            run = Run(args, str(SCRIPT), runs_dir=str(runs), argv=argv)
+        check_ppo_args(run.args)
         return run
 
     err = io.StringIO()

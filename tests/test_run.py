@@ -22,7 +22,7 @@ import pytest
 import torch
 import tyro
 from logs_testing import read_scalars
-from run_testing import SCRIPT, SMALL, derive_sizes, open_run
+from run_testing import SCRIPT, SMALL, derive_sizes, entry_point, open_run
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
@@ -31,7 +31,8 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError
+from cleanrl_utils.faults import release_run_folder
 from cleanrl_utils.resume import games_seed, given_flags
 from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
 
@@ -150,7 +151,9 @@ def test_resume_takes_the_checkpoints_arguments_for_the_flags_left_at_their_defa
     # flags not given take the checkpoint's values; free flags may change
     args = torch_script.Args(resume=str(run.dir), save_model=True)
     resumed = Run(args, SCRIPT, runs_dir=str(tmp_path))
-    assert (args.learning_rate, args.seed, args.num_envs, args.save_model) == (1e-3, 7, 2, True)
+    taken = resumed.args
+    assert (taken.learning_rate, taken.seed, taken.num_envs, taken.save_model) == (1e-3, 7, 2, True)
+    assert (args.learning_rate, args.seed) == (2.5e-4, 1)  # the caller's are not changed
     assert resumed.name == run.name and resumed.dir == run.dir.resolve()
     assert resumed.games_seed == games_seed(7, 2) != 7
     assert "resuming" in capsys.readouterr().out
@@ -163,7 +166,7 @@ def test_a_flag_given_at_its_default_is_kept_on_resume_not_taken_from_the_checkp
     argv = ["--resume", str(run.dir), "--learning-rate", "2.5e-4"]  # 2.5e-4: the default
     monkeypatch.setattr(sys, "argv", [SCRIPT, *argv])  # what Run reads when given no argv
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         Run(tyro.cli(torch_script.Args, args=argv), SCRIPT, runs_dir=str(tmp_path))
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
@@ -173,8 +176,7 @@ def test_a_flag_given_at_its_default_is_kept_on_resume_not_taken_from_the_checkp
     # not given, it comes from the checkpoint; given as saved, it is agreed
     for argv in (["--resume", str(run.dir)], ["--resume", str(run.dir), "--learning_rate=1e-3"]):
         args = tyro.cli(torch_script.Args, args=argv)
-        Run(args, SCRIPT, runs_dir=str(tmp_path), argv=argv)
-        assert args.learning_rate == 1e-3
+        assert Run(args, SCRIPT, runs_dir=str(tmp_path), argv=argv).args.learning_rate == 1e-3
 
 
 @pytest.mark.parametrize(
@@ -227,7 +229,7 @@ def test_a_resume_it_cannot_use_is_one_error_line_and_exit_code_2(tmp_path, caps
     elif case == "missing":
         target = str(tmp_path / "nothing_here")
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         resumed = Run(torch_script.Args(resume=target, **flags), script, runs_dir=str(tmp_path))
         derive_sizes(resumed.args)
         resumed.start()
@@ -273,7 +275,7 @@ def test_a_finished_run_says_so_and_exits_0(tmp_path, capsys):
         run.end_iteration(iteration, 8 * iteration, [], {})
     run.finish()
     assert [p.name for p in list_checkpoints(run.dir)] == ["checkpoint_0000005.ckpt"]
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
     assert exit_info.value.code == 0
     assert "has already finished (5 iterations, 40 steps): nothing to do" in capsys.readouterr().out
@@ -319,6 +321,69 @@ def test_a_finished_run_puts_back_the_signal_handlers_it_replaced(tmp_path, caps
         run.end_iteration(1, 8, [], {})
     assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
     assert run.finished and run.finish() == 0  # finishing again changes nothing
+
+
+def process_state() -> tuple:
+    """What a run may change in its process: the stop signals' handlers, the excepthook, stdout."""
+    handlers = tuple(signal.getsignal(signum) for signum in STOP_SIGNALS)
+    return handlers, sys.excepthook, sys.stdout
+
+
+class OtherRank:
+    """The `Distributed` of rank 1 of 2, without a process group (what `Run` asks of it)."""
+
+    rank, world_size = 1, 2
+
+    def agreed_stop(self, signum):
+        return signum
+
+    def gather(self, value):
+        return None
+
+    def close(self):
+        pass
+
+
+def test_a_run_used_twice_in_one_process_leaves_it_as_it_found_it(tmp_path, capsys):
+    """Signal handlers, `sys.excepthook` and `sys.stdout` are the process's again after each run
+    (one rank; on another rank, stdout is os.devnull while the run lives), however it ends:
+    finished, stopped by a signal, or by a `RunError` in the constructor."""
+
+    def hook(*exc_info):
+        pass
+
+    original_hook = sys.excepthook
+    sys.excepthook = hook
+    try:
+        before = process_state()
+        for signum in (None, signal.SIGTERM):
+            with open_run(tmp_path) as run:
+                assert process_state() != before  # (the run's handlers)
+                run.restore({})
+                if signum is not None:
+                    os.kill(os.getpid(), signum)
+                sys.excepthook = print  # (what a library the run started may do)
+                for iteration in range(1, 6):
+                    run.end_iteration(iteration, 8 * iteration, [], {})
+                    if run.stop_requested:
+                        break
+            assert process_state() == before
+        assert run.exit_code() == CHECKPOINT_EXIT
+        with pytest.raises(RunError):
+            Run(torch_script.Args(exp_name="a/b"), SCRIPT, runs_dir=str(tmp_path))
+        assert process_state() == before
+        with pytest.raises(RunError), open_run(tmp_path, resume=str(run.dir)) as resumed:
+            resumed.restore({"not_checkpointed": 1})  # (an error inside the block)
+        release_run_folder(resumed.lock_fd)
+        assert process_state() == before
+        with Run(torch_script.Args(**SMALL), SCRIPT, str(tmp_path), dist=OtherRank()) as run:
+            assert sys.stdout is not before[2]  # (rank 1's lines would repeat rank 0's)
+            derive_sizes(run.args)
+            run.start()
+            run.restore({})
+        assert process_state() == before
+    finally:
+        sys.excepthook = original_hook
 
 
 def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_path):
@@ -619,7 +684,7 @@ def test_a_stop_before_training_ends_at_the_next_safe_point_in_one_line(tmp_path
     (before the first iteration) ends the run: 75 for SIGTERM (requeued), 130 for Ctrl-C."""
     run = open_run(tmp_path)
     os.kill(os.getpid(), signum)  # handled: recorded, not raised where it lands
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         run.restore({})
     assert exit_info.value.code == (INTERRUPTED if signum == signal.SIGINT else 75)
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -648,7 +713,7 @@ def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_res
     assert resumed.after_training and range(resumed.start_iteration, 6) == range(6, 6)
     assert resumed.finish() == 0
     assert json.loads((run.dir / "config.json").read_text())["finished"]["global_step"] == 40
-    with pytest.raises(SystemExit) as exit_info:  # done, and recorded: nothing to do
+    with pytest.raises(SystemExit) as exit_info, entry_point():  # done, and recorded: nothing to do
         Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
     assert exit_info.value.code == 0
     assert "has already finished (5 iterations, 40 steps): nothing to do" in capsys.readouterr().out
@@ -739,7 +804,7 @@ def test_a_fifo_named_like_a_checkpoint_is_never_opened(tmp_path, capsys):
         for target in (str(run.dir), "auto"):
             resumed = Run(torch_script.Args(resume=target, **SMALL), SCRIPT, runs_dir=str(tmp_path))
             assert resumed.start_iteration == 2
-        with pytest.raises(SystemExit) as exit_info:
+        with pytest.raises(SystemExit) as exit_info, entry_point():
             Run(torch_script.Args(resume=str(fifo)), SCRIPT, runs_dir=str(tmp_path))
     finally:
         done.set()
@@ -784,7 +849,7 @@ def test_in_a_slurm_task_a_damaged_config_json_is_passed_over_with_a_warning(
 
 def test_a_runs_folder_that_is_a_file_is_exit_74_in_one_line(tmp_path, capsys):
     (tmp_path / "runs").write_text("not a folder")
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         open_run(tmp_path / "runs")
     assert exit_info.value.code == 74
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -802,7 +867,7 @@ def test_a_read_only_runs_folder_is_exit_74_naming_the_cause(tmp_path, capsys):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(disk)]).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        with pytest.raises(SystemExit) as exit_info:
+        with pytest.raises(SystemExit) as exit_info, entry_point():
             open_run(disk / "runs")
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
@@ -817,7 +882,7 @@ def test_a_run_folder_deleted_under_the_run_is_exit_74_saying_so(tmp_path, capsy
     run.restore({})
     run.end_iteration(1, 8, [], {})
     shutil.rmtree(run.dir)
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         run.end_iteration(2, 16, [], {})
     assert exit_info.value.code == 74
     line = capsys.readouterr().err.strip().splitlines()[-1]

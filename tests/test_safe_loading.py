@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from run_testing import entry_point
 from scripts_testing import REPO_ROOT, assert_usage_error, run_script, script_env
 
 import cleanrl.ppo_atari_envpool as torch_script
@@ -93,7 +94,7 @@ def test_resume_refuses_an_old_pickle_checkpoint_unread(tmp_path, capsys):
     with pytest.raises(PickleCheckpoint):
         read_checkpoint(path)
     for target in (path, path.parent):  # the file, or its run folder
-        with pytest.raises(SystemExit) as exit_info:
+        with pytest.raises(SystemExit) as exit_info, entry_point():
             Run(torch_script.Args(resume=str(target)), SCRIPT, runs_dir=str(tmp_path / "runs"))
         assert exit_info.value.code == 2
         (line,) = capsys.readouterr().err.splitlines()

@@ -1,0 +1,48 @@
+"""What a run changes in its process while it lives, and gives back when it ends: the handlers of
+its stop signals (SIGTERM, SIGUSR1, Ctrl-C: `exits.StopRequest`), `sys.stdout` on the ranks of a
+multi-process run other than 0 (their informational lines would repeat rank 0's: they go to
+os.devnull), and `sys.excepthook` (which a library started by the run may replace: W&B).
+
+A script run as a program gets back the handlers its first import installed
+(`exits.record_stops`), which record a stop once a run has begun: a signal that comes while the
+process exits (torchrun's SIGTERM to the ranks left, once one has ended) leaves its exit code its
+own. A notebook or a test gets back its own."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from cleanrl_utils.exits import STOP_SIGNALS, StopRequest
+
+
+class ProcessState:
+    """`catch_stops(handler)`: `handler` for the stop signals; `silence_stdout()`: stdout to
+    os.devnull; `give_back()` puts back all they changed and `sys.excepthook` (a second time:
+    nothing)."""
+
+    def __init__(self):
+        self.stops: StopRequest | None = None
+        self.stdout = self.devnull = None
+        self.excepthook = sys.excepthook
+
+    def silence_stdout(self) -> None:
+        if self.devnull is None:
+            self.stdout = sys.stdout
+            self.devnull = sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (until give_back)
+
+    def catch_stops(self, handler) -> StopRequest:
+        if self.stops is None:
+            self.stops = StopRequest(STOP_SIGNALS, handler).__enter__()
+        return self.stops
+
+    def give_back(self) -> None:
+        if self.stops is not None:
+            self.stops.__exit__(None, None, None)
+            self.stops = None
+        if self.devnull is not None:
+            if sys.stdout is self.devnull:
+                sys.stdout = self.stdout
+            self.devnull.close()
+            self.stdout = self.devnull = None
+        sys.excepthook = self.excepthook

@@ -1,0 +1,83 @@
+"""A run's checkpoints as `cleanrl_utils.run.Run` writes them: every `--checkpoint-every`
+iterations, after the last and after a stop signal, the newest `KEEP` kept (`save`); and a write
+into the run folder that fails, which ends the run in one line (`disk_failed`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from cleanrl_utils.checkpoint import (
+    checkpoint_path,
+    list_checkpoints,
+    rng_state,
+    saved_value,
+    write_checkpoint,
+)
+from cleanrl_utils.exits import signal_name
+from cleanrl_utils.faults import disk_failure, folder_gone, kept_after, trim_partial_record
+from cleanrl_utils.runs import mark_stopped
+
+KEEP = 2  # checkpoints kept per run, newest first
+
+
+def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
+    """Writes the checkpoint of `iteration` of `run` (after flushing TensorBoard, so that it
+    holds every scalar up to it) and drops all but the newest `KEEP`. A write that fails ends the
+    run (`disk_failed`); when it is TensorBoard's, the checkpoint is still tried first. On a rank
+    other than 0 (rank 0 writes every rank's RNGs), only what a second Ctrl-C falls back to."""
+    ranks_rng = run.dist.gather(rng_state()) if run.dist is not None else None
+    if run.rank != 0:
+        run.checkpointed = (iteration, global_step)
+        return None
+    run.writer.flush()
+    failed = run.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
+    payload = {
+        "script": run.script,
+        "run_name": run.name,
+        "iteration": iteration,
+        "global_step": global_step,
+        "args": dataclasses.asdict(run.args),
+        "rng": rng_state(),
+        "state": {name: saved_value(value) for name, value in state.items()},
+        "elapsed": time.time() - run.start_time,
+        "time": time.time(),
+    }
+    if run.world_size > 1:
+        payload |= {"world_size": run.world_size, "ranks_rng": ranks_rng}
+    path = checkpoint_path(run.dir, iteration)
+    try:
+        folder_gone(run.dir, run.lock_fd)  # (a write would make a new, empty one)
+        write_checkpoint(path, payload)
+    except OSError as exc:
+        what = (
+            "the TensorBoard event file" if failed else f"the checkpoint of iteration {iteration}"
+        )
+        disk_failed(run, what, failed or exc)
+    if failed:
+        disk_failed(run, "the TensorBoard event file", failed)
+    run.checkpointed = (iteration, global_step)
+    for old in list_checkpoints(run.dir)[KEEP:]:
+        old.unlink(missing_ok=True)
+    if run.stop_requested:
+        name = signal_name(run.stop_signal)
+        mark_stopped(run.dir / "config.json", name, global_step)
+        run.say(
+            f"{name}: checkpoint of iteration {iteration} written to {path}; exiting with "
+            f"code {run.exit_code()} (continue with: {run.resume_command()})"
+        )
+    return path
+
+
+def disk_failed(run, what: str, exc: OSError) -> None:
+    """A write into `run`'s folder failed (a full disk): the event file cut back to its last
+    whole record, then one line naming the folder, the cause and what is kept, and exit code
+    `DISK_EXIT` (`cleanrl_utils.faults`)."""
+    if run.writer is not None and run.writer.event_file is not None:
+        trim_partial_record(run.writer.event_file)
+    kept = kept_after(run.dir, exc, list_checkpoints(run.dir), run.resume_command())
+    if run.progress is not None:
+        run.progress.close()
+    run.finished = True  # (nothing more to close: `finish` would fail the same way)
+    disk_failure(run.dir, what, exc, kept)
