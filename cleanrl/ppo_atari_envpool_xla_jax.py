@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
-from cleanrl_utils.after_training import check_upload, save_and_evaluate
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
@@ -394,7 +394,6 @@ if __name__ == "__main__":
     args = parse_args(Args)  # bad input: one `error:` line, exit code 2
     with Run(args, __file__) as run:  # with --resume: the flags not given come from the checkpoint
         args = run.args  # (a new object: yours is not changed)
-        check_upload(args)  # what --upload-model needs: checked before any work
         check_ppo_args(args)
         check_envpool_atari_id(args.env_id)
         args.batch_size = int(args.num_envs * args.num_steps)

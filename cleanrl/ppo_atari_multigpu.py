@@ -10,7 +10,7 @@ from typing import Literal
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils import atari_wrappers
-from cleanrl_utils.after_training import check_upload, save_and_evaluate
+from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.checks import check_gymnasium_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
@@ -330,7 +330,6 @@ if __name__ == "__main__":
     dist = Distributed(args)  # RANK, WORLD_SIZE, ... from torchrun; alone: one process
     with Run(args, __file__, dist=dist) as run:  # rank 0 writes; all stop at one iteration
         args = run.args  # (a new object: yours is not changed)
-        check_upload(args)  # what --upload-model needs: checked before any work
         args.num_envs = args.local_num_envs * dist.world_size
         check_ppo_args(args)
         check_gymnasium_atari_id(args.env_id)

@@ -1,6 +1,7 @@
 """The run's lifecycle after its training loop: the model file, the evaluation games and the
 upload, with `--save-model`, `--capture-video` and `--upload-model`, which the scripts call
-(`check_upload` before any work, `save_and_evaluate` after the loop). The top floor, above `run`:
+after the loop (`save_and_evaluate`; what an upload needs is checked by `Run`, before any work,
+with `cleanrl_utils.hub_auth`). The top floor, above `run`:
 it calls the evaluators (`cleanrl_utils.evals`) and the Hub (`cleanrl_utils.huggingface`), which
 import nothing of it."""
 
@@ -10,17 +11,7 @@ from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate, jax_eval
 from cleanrl_utils.evals.common import with_training_env
 from cleanrl_utils.evals.files import save_jax_model, save_torch_model
-from cleanrl_utils.huggingface.auth import upload_problem
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
-
-
-def check_upload(args) -> None:
-    """What `--upload-model` needs (the packages, a token, a valid repository id), checked by
-    the scripts before any work: a run must not train for hours and then fail for want of a
-    token. Nothing without `--upload-model`."""
-    problem = getattr(args, "upload_model", False) and upload_problem(args)
-    if problem:
-        fail(problem)
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):

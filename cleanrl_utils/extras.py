@@ -43,7 +43,7 @@ INSTALL = {
 
 
 # the flags whose work needs an extra, checked before any work (`missing_flag_extra`);
-# --upload-model's needs, a token among them, are `cleanrl_utils.huggingface.auth`'s
+# --upload-model's needs, a token among them, are `cleanrl_utils.hub_auth`'s
 FLAG_EXTRAS = {"capture_video": "video"}
 
 

@@ -46,10 +46,10 @@ import numpy as np
 from cleanrl_utils import run_checkpoints, run_logs, stops
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import CHECKPOINT_EXIT, STOP_SIGNALS, RunError, hold_stops
-from cleanrl_utils.exits import INTERRUPTED as INTERRUPTED_EXIT
+from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, STOP_SIGNALS, RunError, hold_stops
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import NoWriter, lock_run_folder, release_run_folder, run_writer
+from cleanrl_utils.hub_auth import upload_problem
 from cleanrl_utils.process_state import ProcessState
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import games_seed, given_flags, resume_run
@@ -110,7 +110,7 @@ class Run:
         # (iteration, global step) of the newest checkpoint: what a second Ctrl-C falls back to
         self.checkpointed = (done, self.global_step) if self.payload else None
         self.games_seed = games_seed(self.args.seed, self.start_iteration)
-        if problem := missing_flag_extra(self.args):  # (--capture-video's packages: before work)
+        if problem := missing_flag_extra(self.args) or upload_problem(self.args):  # before work
             raise RunError(problem)
         stops.stop_before_training(self)
 
@@ -251,10 +251,10 @@ class Run:
 
     def exit_code(self) -> int:
         """0; after a stop signal (its checkpoint is written) `CHECKPOINT_EXIT`, or
-        `INTERRUPTED_EXIT` for Ctrl-C."""
+        `INTERRUPTED` for Ctrl-C."""
         if not self.stop_requested:
             return 0
-        return INTERRUPTED_EXIT if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
+        return INTERRUPTED if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
 
     def __enter__(self) -> Run:
         return self

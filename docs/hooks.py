@@ -244,7 +244,7 @@ FLOORS = {
     "base": [
         "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
-        "torchrun",
+        "torchrun", "hub_auth",
     ],
     "lifecycle": [
         "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",

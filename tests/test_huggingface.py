@@ -38,7 +38,6 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.after_training import check_upload
 from cleanrl_utils.run import Run
 
 pytest.importorskip("huggingface_hub")
@@ -285,15 +284,12 @@ def test_a_5xx_is_retried_and_then_the_folder_arrives(hub, monkeypatch, tmp_path
 
 
 def refused_by_run(capsys, tmp_path, script: str, **flags) -> str:
-    """The one `error:` line with which `Run` and `check_upload` (a script's first calls after
-    parsing its flags) reject `flags`, with exit code 2, having made nothing on disk."""
+    """The one `error:` line with which `Run` (a script's first call after parsing its flags)
+    rejects `flags`, with exit code 2, having made nothing on disk."""
     args = script_args(script, **flags)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info, entry_point():
-        run = Run(
-            args, str(REPO_ROOT / "cleanrl" / f"{script}.py"), str(tmp_path / "runs"), argv=[]
-        )
-        check_upload(run.args)  # (what the script asks next, before any work)
+        Run(args, str(REPO_ROOT / "cleanrl" / f"{script}.py"), str(tmp_path / "runs"), argv=[])
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines

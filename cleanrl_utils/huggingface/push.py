@@ -23,7 +23,7 @@ import tyro
 
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.exits import USAGE_ERROR
-from cleanrl_utils.huggingface.auth import hub_problem, repo_name
+from cleanrl_utils.hub_auth import hub_problem, repo_name
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}

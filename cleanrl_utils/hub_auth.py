@@ -1,9 +1,9 @@
 """What an upload needs before any work is done: the packages, a token, a valid repository id.
 
-A run with `--upload-model` asks `upload_problem` before training starts
-(`cleanrl_utils.after_training.check_upload`: a run must not train for hours and then fail for
-want of a token); `python -m cleanrl_utils.huggingface` asks `hub_problem` before building the
-repository folder. Imports nothing of this project but `extras`.
+A run with `--upload-model` asks `upload_problem` when `Run` is made, before any work (a run must
+not train for hours and then fail for want of a token); `python -m cleanrl_utils.huggingface`
+asks `hub_problem` before building the repository folder. A base module, below `run`: it imports
+nothing of this project but `extras`, and the Hub client only when asked.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def hub_problem(args: dict, entity: str | None, need_token: bool = True) -> str 
 
 
 def upload_problem(args) -> str | None:
-    """`hub_problem` of a script's `Args` with `--upload-model`, asked before training."""
+    """`hub_problem` of a script's `Args` with `--upload-model` (None without it), asked when
+    `Run` is made."""
+    if not getattr(args, "upload_model", False):
+        return None
     problem = hub_problem(vars(args), args.hf_entity)
     return f"--upload-model: {problem}" if problem else None
