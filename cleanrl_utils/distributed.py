@@ -34,9 +34,9 @@ script's code, the resume target, the runs folder) in one collective: a differen
 store the ranks meet at, and the others stop at once.
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
-they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; rank 0
-records the stop in config.json, and the line names the resume command only when the run has a
-checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default
+they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; the lowest
+rank left records the stop in config.json (rank 0, unless it is the one lost), and the line
+names the resume command only when the run has a checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default
 600 s).
 """
 
@@ -48,7 +48,6 @@ import errno
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 
@@ -56,6 +55,7 @@ import numpy as np
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
+from cleanrl_utils.output import flush, say
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
 from cleanrl_utils.runs import mark_stopped
 
@@ -200,8 +200,8 @@ class Distributed:
         writer = getattr(self.run, "writer", None)
         if writer is not None:
             writer.flush()
-        sys.stdout.flush()
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        flush()
+        say(f"error: {message}")
         os._exit(code)
 
     def _client_store(self, timeout_s: float):
@@ -233,7 +233,7 @@ class Distributed:
                 store = None
 
     def _say_and_exit(self, why: str) -> None:
-        print(f"error: rank {self.rank}: {why}", file=sys.stderr, flush=True)
+        say(f"error: rank {self.rank}: {why}")
         os._exit(USAGE_ERROR)
 
     def _stopped_before_joining(self) -> None:
@@ -297,23 +297,23 @@ class Distributed:
             lost = [0]
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         names = ", ".join(map(str, lost or [])) or "unknown"
-        print(
+        say(
             f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); "
-            f"{self._after_loss(names)}",
-            file=sys.stderr,
-            flush=True,
+            f"{self._after_loss(lost or [], names)}"
         )
         os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
 
-    def _after_loss(self, names: str) -> str:
-        """What becomes of the run after a lost rank: rank 0 records the stop in config.json (the
-        report then calls the run stopped, not still running); the way on is its resume command
+    def _after_loss(self, lost: list[int], names: str) -> str:
+        """What becomes of the run after the loss of the ranks `lost`: the lowest rank left
+        records the stop in config.json (the report then calls the run stopped, not still
+        running; rank 0 first flushes what TensorBoard holds); the way on is its resume command
         when it has a checkpoint, a new start when it has none."""
         run = self.run
         if run is None or getattr(run, "writer", None) is None:
             return "the run had not started: start it again"
         if self.is_main:
             run.writer.flush()  # (what the iteration under way logged, for the report to read)
+        if self.rank == min(set(range(self.world_size)) - set(lost), default=self.rank):
             logged = run.global_step + getattr(run.args, "batch_size", 0)
             mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
         if run.checkpointed is None:

@@ -7,7 +7,10 @@ packages only where they use them.
 A script run as a program (not one imported for its definitions, by a test or a tool) also
 handles its stop signals from here on (`exits.record_stops`): a SIGTERM or Ctrl-C while it imports
 its libraries stops it at once with one line and exit code 75 or 130 (nothing is written yet);
-once its run has begun, at the run's next safe point.
+once its run has begun, at the run's next safe point. And its stdout and stderr can be lost
+without losing the run (`output.guard`): a closed terminal, a `| tee` ended by Ctrl-C, a full
+disk or `2>&-` drop what is said there (noted where it can be), and the run trains on or stops
+with its checkpoint.
 
 A `RunError` that reaches the top of a script (`cleanrl_utils.run` raises it instead of exiting:
 bad input, a checkpoint it cannot use, a stop before training) is its one line and its exit code,
@@ -17,7 +20,7 @@ import atexit
 import os
 import sys
 
-from cleanrl_utils import exits, extras
+from cleanrl_utils import exits, extras, output
 
 extras.install()
 
@@ -30,8 +33,7 @@ def run_error_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
         return previous(exc_type, exc, traceback)
     exc.say()
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+    output.flush()
     os._exit(exc.code)  # (an excepthook cannot choose the exit code otherwise)
 
 
@@ -53,4 +55,5 @@ def imported_by_a_program() -> bool:
 
 
 if imported_by_a_program():
+    output.guard()
     exits.record_stops()

@@ -1,7 +1,8 @@
 """How the project's commands end: one constant per exit code, and what Ctrl-C does.
 
-The lowest floor of `cleanrl_utils`: it imports nothing from the package, and every module that
-exits with one of these codes or handles Ctrl-C takes them from here.
+On the lowest floor of `cleanrl_utils`: it imports only `cleanrl_utils.output` (its lines are
+said where they can be: a stop never depends on its output being readable), and every module
+that exits with one of these codes or handles Ctrl-C takes them from here.
 
 - `stops_on_ctrl_c` (or `CtrlCExit(message)`, for another message): Ctrl-C in a command's entry
   point, or in a `with` block, ends the process with one line and exit code 130, no traceback.
@@ -9,25 +10,26 @@ exits with one of these codes or handles Ctrl-C takes them from here.
   a flag (or call a handler) instead of raising wherever the program happens to be, and that
   gives back every handler it replaced. The benchmark launcher's pool, `--slurm-wait` and the
   tuner use it for Ctrl-C, SIGTERM and SIGHUP; a training run (`cleanrl_utils.run`) for SIGTERM,
-  SIGUSR1 and Ctrl-C (`STOP_SIGNALS`).
+  SIGUSR1, SIGHUP (a closed terminal) and Ctrl-C (`STOP_SIGNALS`).
 - `RunError`: a run that cannot start or go on, as a value (its line and its exit code) that the
   script's entry point says and exits with (`cleanrl_utils.entry`), no traceback.
 
 - `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
-  handlers over, SIGTERM, SIGUSR1 and Ctrl-C end the process at once (before the run exists) or
-  are recorded (`early_stop`) and end it at the run's next safe point.
+  handlers over, the stop signals end the process at once (before the run exists) or are
+  recorded (`early_stop`) and end it at the run's next safe point.
 
 A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
-(`cleanrl_utils.run`); they end with `CHECKPOINT_EXIT` or `INTERRUPTED`.
+(`cleanrl_utils.run`); they end with `stop_code(signal)`: `CHECKPOINT_EXIT`, or `INTERRUPTED`
+for Ctrl-C.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
-import sys
+
+from cleanrl_utils.output import say
 
 FAILED = 1  # the command ran and did not succeed (a failed run, a rejected submission, a download)
 USAGE_ERROR = 2  # bad input: one `error:` line, before any work starts
@@ -35,14 +37,6 @@ DISK_EXIT = 74  # EX_IOERR: a write into the run folder failed (a full disk; not
 CHECKPOINT_EXIT = 75  # EX_TEMPFAIL, "try again": SIGTERM, SIGUSR1 (the SLURM templates requeue)
 CANNOT_START = 127  # what a shell reports for a program it cannot start
 INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
-
-
-def cause(exc: OSError) -> str:
-    """`no space left on device (ENOSPC)`: an OSError as a reader wants it."""
-    name = errno.errorcode.get(exc.errno or 0)
-    text = (exc.strerror or str(exc)).rstrip(".")
-    text = text[:1].lower() + text[1:]
-    return f"{text} ({name})" if name else text
 
 
 class CtrlCExit(contextlib.ContextDecorator):
@@ -58,7 +52,7 @@ class CtrlCExit(contextlib.ContextDecorator):
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            print(self.message, file=sys.stderr, flush=True)
+            say(self.message)
             raise SystemExit(INTERRUPTED) from None
 
 
@@ -118,10 +112,12 @@ class RunError(Exception):
         self.line = f"error: {message}" if line is None else line
 
     def say(self) -> None:
-        print(self.line, file=sys.stdout if self.code == 0 else sys.stderr, flush=True)
+        say(self.line, stdout=self.code == 0)
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+# SIGTERM (SLURM's preemption), SIGUSR1 (SLURM's warning before the time limit), SIGHUP (a closed
+# terminal or ssh session; `nohup` ignores it, and an ignored signal stays ignored), Ctrl-C
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT)
 _early_stops: list[int] = []  # what `record_stops` received once a run held them, in order
 _held = False  # whether a run holds the stops (`hold_stops`): before, they end the process
 
@@ -130,11 +126,17 @@ def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
+def stop_code(signum: int) -> int:
+    """The exit code of a run stopped by `signum`: `INTERRUPTED` for Ctrl-C, else
+    `CHECKPOINT_EXIT` (resumable: the SLURM templates requeue it)."""
+    return INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
+
+
 def record_stops() -> None:
-    """SIGTERM, SIGUSR1 and Ctrl-C from now on: while a script imports torch, EnvPool and JAX
-    (nothing is written yet), each ends the process at once from the handler, with one line and
-    exit code 75 (SIGTERM, SIGUSR1: requeued by the SLURM templates, where SIGTERM's default
-    would end it with 143) or 130: a KeyboardInterrupt raised where it lands could be swallowed
+    """The stop signals from now on: while a script imports torch, EnvPool and JAX (nothing is
+    written yet), each ends the process at once from the handler, with one line and exit code 75
+    (SIGTERM, SIGUSR1, SIGHUP: requeued by the SLURM templates, where SIGTERM's default would end
+    it with 143) or 130: a KeyboardInterrupt raised where it lands could be swallowed
     (JAX's gc callback: "Exception ignored in"), and the run would train on. Once a run holds
     them (`hold_stops`) they are recorded, and the run stops at its next safe point
     (`early_stop`); a second Ctrl-C stops at once. A signal ignored (SIG_IGN) stays ignored."""
@@ -151,13 +153,13 @@ def hold_stops() -> None:
 
 def _record_stop(signum, frame) -> None:
     if not _held:
-        code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
+        code = stop_code(signum)
         line = f"received {signal_name(signum)} before training began: stopping; nothing was "
-        os.write(2, f"{line}written (exit code {code})\n".encode())
+        say(f"{line}written (exit code {code})")
         os._exit(code)
     if signum == signal.SIGINT and signal.SIGINT in _early_stops:  # the process ends by it
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.write(2, b"received Ctrl-C again: stopping now\n")
+        say("received Ctrl-C again: stopping now")
         os.kill(os.getpid(), signal.SIGINT)
     _early_stops.append(signum)
 

@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import DISK_EXIT, cause
+from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.output import cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 

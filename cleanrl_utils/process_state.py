@@ -1,7 +1,8 @@
 """What a run changes in its process while it lives, and gives back when it ends: the handlers of
-its stop signals (SIGTERM, SIGUSR1, Ctrl-C: `exits.StopRequest`), `sys.stdout` on the ranks of a
-multi-process run other than 0 (their informational lines would repeat rank 0's: they go to
-os.devnull), and `sys.excepthook` (which a library started by the run may replace: W&B).
+its stop signals (SIGTERM, SIGUSR1, SIGHUP, Ctrl-C: `exits.StopRequest`; one the process ignores,
+SIGHUP under `nohup`, stays ignored), `sys.stdout` on the ranks of a multi-process run other than
+0 (their informational lines would repeat rank 0's: they go to os.devnull), and `sys.excepthook`
+(which a library started by the run may replace: W&B).
 
 A script run as a program gets back the handlers its first import installed
 (`exits.record_stops`), which record a stop once a run has begun: a signal that comes while the
@@ -11,13 +12,14 @@ own. A notebook or a test gets back its own."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from cleanrl_utils.exits import STOP_SIGNALS, StopRequest
 
 
 class ProcessState:
-    """`catch_stops(handler)`: `handler` for the stop signals; `silence_stdout()`: stdout to
+    """`catch_stops(handler)`: `handler` for the stop signals not ignored; `silence_stdout()`: stdout to
     os.devnull; `give_back()` puts back all they changed and `sys.excepthook` (a second time:
     nothing)."""
 
@@ -33,7 +35,8 @@ class ProcessState:
 
     def catch_stops(self, handler) -> StopRequest:
         if self.stops is None:
-            self.stops = StopRequest(STOP_SIGNALS, handler).__enter__()
+            caught = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+            self.stops = StopRequest(tuple(caught), handler).__enter__()
         return self.stops
 
     def give_back(self) -> None:

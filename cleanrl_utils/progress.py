@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import time
+
+from cleanrl_utils import output
 
 MIN_BAR_COLUMNS = 40  # narrower terminals (or ones that report 0 columns) get plain lines
 
@@ -15,13 +16,15 @@ class Progress:
     On a terminal this is a tqdm bar, drawn at the terminal's width when it starts; when stderr
     is not a terminal (SLURM, CI, `| tee`), or one too narrow for a bar, it prints one plain line
     at most every `every_s` seconds, and always the last one. `write` prints a message on a line
-    of its own, never glued to the bar.
+    of its own, never glued to the bar. Every write goes through an `output.SafeStream`: a
+    terminal or a pipe that is gone (a closed ssh session, a `| tee` ended by Ctrl-C) drops the
+    progress, never the run.
     """
 
     def __init__(self, total_steps: int, every_s: float = 10.0, stream=None, start_step: int = 0):
         self.total_steps = total_steps
         self.every_s = every_s
-        self.stream = stream or sys.stderr
+        self.stream = output.stream("stderr") if stream is None else output.safe(stream, "progress")
         self.start = time.time()
         self.last_print = -float("inf")
         self.bar = None
@@ -51,21 +54,23 @@ class Progress:
             return
         self.last_print = now
         eta = (self.total_steps - global_step) / sps if sps > 0 else float("nan")
-        print(
+        self._line(
             f"step {global_step}/{self.total_steps} ({100 * global_step / self.total_steps:.1f}%)"
             f" SPS={sps:.0f} avg_return={avg} elapsed={format_seconds(now - self.start)}"
-            f" eta={format_seconds(eta)}",
-            file=self.stream,
-            flush=True,
+            f" eta={format_seconds(eta)}"
         )
 
     def write(self, message: str) -> None:
         """A message on its own line: the bar (if any) is cleared, then drawn again below it."""
         if self.bar is not None:
             self.bar.clear()
-        print(message, file=self.stream, flush=True)
+        self._line(message)
         if self.bar is not None:
             self.bar.refresh()
+
+    def _line(self, text: str) -> None:
+        self.stream.write(f"{text}\n")
+        self.stream.flush()
 
     def close(self) -> None:
         if self.bar is not None:

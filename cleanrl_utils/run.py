@@ -16,7 +16,7 @@ Every script in `cleanrl/` makes these calls, in this order:
             if run.stop_requested:    # a stop signal came: this iteration's checkpoint is written
                 break
         save_and_evaluate(run, ...)   # the steps after training (`cleanrl_utils.after_training`)
-    sys.exit(run.exit_code())         # 0, 75 after SIGTERM/SIGUSR1, 130 after Ctrl-C
+    sys.exit(run.exit_code())         # 0, 75 after SIGTERM/SIGUSR1/SIGHUP, 130 after Ctrl-C
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
@@ -29,24 +29,24 @@ training) is a `RunError` that the script's entry point says in one line and exi
 The parts, one job each: `resume` (the checkpoint and the arguments reconciled with it),
 `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `run_checkpoints` (writing
 them, a failing disk), `run_logs` (config.json, TensorBoard, W&B), `faults` (the folder's lock),
-`progress`, `process_state` (what the run borrows from the process).
+`progress`, `process_state` (what the run borrows from the process). What it says goes through
+`output`: a stdout or stderr that is gone loses the line, never the run.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import run_checkpoints, run_logs, stops
+from cleanrl_utils import output, run_checkpoints, run_logs, stops
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, STOP_SIGNALS, RunError, hold_stops
+from cleanrl_utils.exits import STOP_SIGNALS, RunError, hold_stops, stop_code
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.hub_auth import upload_problem
@@ -54,7 +54,7 @@ from cleanrl_utils.process_state import ProcessState
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.run_checkpoints import KEEP
-from cleanrl_utils.runs import RunName, mark_finished, name_problem
+from cleanrl_utils.runs import RunName, mark_finished, mark_output_lost, name_problem
 
 __all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
@@ -139,8 +139,11 @@ class Run:
             self._open()
         self.process.catch_stops(self._on_stop_signal)
         if note := steps_note(args.total_timesteps, args.num_envs, args.num_steps):
-            print(f"note: {note}")  # (the iterations are whole batches)
-        print(f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})")
+            output.say(f"note: {note}", stdout=True)  # (the iterations are whole batches)
+        output.say(
+            f"logging to {self.dir}/ (see it with: tensorboard --logdir {self.runs_dir})",
+            stdout=True,
+        )
         return self.writer
 
     def _open(self) -> None:
@@ -205,7 +208,9 @@ class Run:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
         and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
         every `--checkpoint-every` iterations, after the last, and after a stop signal, which
-        also sets `stop_requested`."""
+        also sets `stop_requested`. A stop signal that comes while a checkpoint is written makes
+        that checkpoint the stop's (on one process, or after the last iteration: the ranks of a
+        run on many stop together, after the next agreement)."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
         self.iteration_s = time.time() - self._lap_start + self.laps_s
@@ -218,24 +223,33 @@ class Run:
         sps = global_step / (time.time() - self.start_time)
         self.progress.update(global_step, sps, np.mean(avg_returns) if avg_returns else None)
         due = last or self.stop_requested or (every > 0 and iteration % every == 0)
-        tensorboard_failed = self.world_size == 1 and self.writer.error is not None
+        saved = due or (self.world_size == 1 and self.writer.error is not None)
         if last or self.stop_requested:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
-        if due or tensorboard_failed:  # (a checkpoint keeps what is in memory)
-            run_checkpoints.save(
+        path = None
+        if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
+            path = run_checkpoints.save(
                 self, iteration, global_step, state() if callable(state) else state
             )
         if last or self.stop_requested:
-            self.training = False
+            # from here on a stop ends the process at once (`stops.stop_after_training`)...
             self.after_training = not self.stop_requested
+            self.training = False
+        if saved and not self.stop_requested and self.stop_signal is not None:
+            if last or self.world_size == 1:  # ...and one that came during the checkpoint
+                self.stop_requested, self.after_training, self.training = True, False, False
+                self.progress.close()
+        if self.stop_requested and path is not None:
+            stops.stopped_with_checkpoint(self, iteration, path)
         self._lap_start = time.time()
 
     def say(self, message: str) -> None:
-        """A message on stderr, on a line of its own (not glued to the progress bar)."""
+        """A message on stderr, on a line of its own (not glued to the progress bar); a stderr
+        that is gone drops it (`output`)."""
         if self.progress is not None and self.training:
             self.progress.write(message)
         else:
-            print(message, file=sys.stderr, flush=True)
+            output.say(message)
 
     def _on_stop_signal(self, signum, frame) -> None:
         stops.on_stop_signal(self, signum)
@@ -251,10 +265,8 @@ class Run:
 
     def exit_code(self) -> int:
         """0; after a stop signal (its checkpoint is written) `CHECKPOINT_EXIT`, or
-        `INTERRUPTED` for Ctrl-C."""
-        if not self.stop_requested:
-            return 0
-        return INTERRUPTED if self.stop_signal == signal.SIGINT else CHECKPOINT_EXIT
+        `INTERRUPTED` for Ctrl-C: the first signal's (`exits.stop_code`)."""
+        return stop_code(self.stop_signal) if self.stop_requested else 0
 
     def __enter__(self) -> Run:
         return self
@@ -286,7 +298,10 @@ class Run:
         if self.dist is not None:
             self.dist.close()
         if code == 0 and self.rank == 0:
-            print(f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)")
+            output.say(
+                f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)",
+                stdout=True,
+            )
         if self.progress is not None:
             self.progress.close()
         self.writer.close()
@@ -294,6 +309,8 @@ class Run:
             run_checkpoints.disk_failed(self, "the TensorBoard event file", self.writer.error)
         if code == 0 and self.after_training and self.rank == 0:
             mark_finished(self.dir / "config.json", self.global_step)  # a resume: nothing to do
+        if self.lock_fd is not None:  # (rank 0's folder, made)
+            mark_output_lost(self.dir / "config.json", output.lost())
         release_run_folder(self.lock_fd)
         self.lock_fd = None
         run_logs.finish_wandb(code)

@@ -1,6 +1,7 @@
 """A run's checkpoints as `cleanrl_utils.run.Run` writes them: every `--checkpoint-every`
-iterations, after the last and after a stop signal, the newest `KEEP` kept (`save`); and a write
-into the run folder that fails, which ends the run in one line (`disk_failed`)."""
+iterations, after the last and after a stop signal (the stop's record and line are
+`cleanrl_utils.stops`'), the newest `KEEP` kept (`save`); and a write into the run folder that
+fails, which ends the run in one line (`disk_failed`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ from cleanrl_utils.checkpoint import (
     saved_value,
     write_checkpoint,
 )
-from cleanrl_utils.exits import signal_name
 from cleanrl_utils.faults import disk_failure, folder_gone, kept_after, trim_partial_record
-from cleanrl_utils.runs import mark_stopped
 
 KEEP = 2  # checkpoints kept per run, newest first
 
@@ -60,13 +59,6 @@ def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
     run.checkpointed = (iteration, global_step)
     for old in list_checkpoints(run.dir)[KEEP:]:
         old.unlink(missing_ok=True)
-    if run.stop_requested:
-        name = signal_name(run.stop_signal)
-        mark_stopped(run.dir / "config.json", name, global_step)
-        run.say(
-            f"{name}: checkpoint of iteration {iteration} written to {path}; exiting with "
-            f"code {run.exit_code()} (continue with: {run.resume_command()})"
-        )
     return path
 
 

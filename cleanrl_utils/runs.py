@@ -323,6 +323,14 @@ def mark_finished(config_path: Path, global_step: int) -> None:
     update_record(config_path, finished={"global_step": global_step})
 
 
+def mark_output_lost(config_path: Path, lost: dict[str, str]) -> None:
+    """Records in config.json the standard streams the run could no longer write, and why
+    (`cleanrl_utils.output.lost`: a closed terminal, a `| tee` ended by Ctrl-C, a full disk):
+    what it said there from then on is lost, and this says so; nothing when `lost` is empty."""
+    if lost:
+        update_record(config_path, output_lost=lost)
+
+
 def update_record(config_path: Path, **entries: dict) -> None:
     """Sets `entries` (each with the time added) in config.json; a config.json that cannot be
     read or written is left as it is (a full disk: the report then tells a stop by the logs'

@@ -1,14 +1,22 @@
-"""A training run's stop signals (SIGTERM, SIGUSR1, Ctrl-C), from the handler to the process's end.
+"""A training run's stop signals (SIGTERM, SIGUSR1, SIGHUP, Ctrl-C), from the handler to the
+process's end.
+
+The first stop decides how the run ends: its exit code (75, or 130 for Ctrl-C) and what its
+config.json records; a later one (Ctrl-C 50 ms after SLURM's SIGTERM) is said, and changes
+nothing but arming a second Ctrl-C. No stop depends on its output being readable: every line is
+said through `cleanrl_utils.output`, so a terminal gone with its ssh session or a `| tee` ended
+by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and its exit code.
 
 - **in training** (`on_stop_signal`): the run finishes its iteration, writes a checkpoint and
-  stops (`Run.end_iteration`); a second Ctrl-C stops at once, saying what is lost
+  stops (`Run.end_iteration`, then `stopped_with_checkpoint`); a stop that comes while a
+  checkpoint is written makes that checkpoint the stop's (after the last iteration too: the steps
+  after training are left to the resume). A second Ctrl-C stops at once, saying what is lost
   (`on_second_ctrl_c`).
-
 - **before training** (`stop_before_training`): a stop signal received since the script's first
   import (`cleanrl_utils.exits.record_stops`) or by the run's handlers ends the run at its next
   safe point (`Run.__init__`, `start`, `restore`) with a `RunError`: one line and exit code 75
-  (SIGTERM, SIGUSR1: the SLURM templates requeue the task, which starts again or resumes) or 130
-  (Ctrl-C). This process trained nothing yet: nothing is lost.
+  (SIGTERM, SIGUSR1, SIGHUP: the SLURM templates requeue the task, which starts again or resumes)
+  or 130 (Ctrl-C). This process trained nothing yet: nothing is lost.
 - **after training** (`stop_after_training`): during the model file, the evaluation and the
   upload, the training's last checkpoint is on disk and a resumed run does these steps again
   (`cleanrl_utils.resume.after_training_due`), so the process ends at once, from the signal
@@ -18,20 +26,27 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import sys
 
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError, early_stop, signal_name
-from cleanrl_utils.runs import mark_stopped
+from cleanrl_utils import output
+from cleanrl_utils.exits import RunError, early_stop, signal_name, stop_code
+from cleanrl_utils.runs import mark_output_lost, mark_stopped
+
+
+def record_stop(run, stopped_by: str, global_step: int) -> None:
+    """`run`'s config.json records the stop (the report then calls the run stopped, not still
+    running) and the output lost on the way, if any."""
+    config = run.dir / "config.json"
+    mark_stopped(config, stopped_by, global_step)
+    mark_output_lost(config, output.lost())
 
 
 def stop_before_training(run) -> None:
     """Finishes `run` and raises a `RunError` (its line; exit code 75 or 130) when a stop came
-    (to `run`'s handlers, or recorded since the run began: `early_stop`) and `run` is not
-    training yet; else nothing."""
-    signum = run.stop_signal or early_stop()
+    (recorded since the run began, `early_stop`, or to `run`'s handlers; the first decides) and
+    `run` is not training yet; else nothing."""
+    signum = early_stop() or run.stop_signal
     if signum is None or run.training:
         return
     run.stop_signal, run.stop_requested = signum, True
@@ -44,47 +59,67 @@ def stop_before_training(run) -> None:
         f"{run.exit_code()})"
     )
     if run.lock_fd is not None and run.payload is None:  # (its folder is made: the report)
-        mark_stopped(run.dir / "config.json", signal_name(signum), 0)
+        record_stop(run, signal_name(signum), 0)
     raise RunError(f"stopped by {signal_name(signum)}", run.finish(), line)
+
+
+def stopped_with_checkpoint(run, iteration: int, path) -> None:
+    """The stop's checkpoint (of `iteration`, at `path`) is written: config.json records the
+    stop, and one line says how the run goes on (on rank 0, which wrote it)."""
+    name = signal_name(run.stop_signal)
+    record_stop(run, name, run.global_step)
+    run.say(
+        f"{name}: checkpoint of iteration {iteration} written to {path}; exiting with code "
+        f"{run.exit_code()} (continue with: {run.resume_command()})"
+    )
 
 
 def stop_after_training(run, signum: int) -> None:
     """Ends the process at once (`os._exit`), after one line saying how the run goes on, its
     config.json recording the stop."""
-    code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
+    code = stop_code(signum)
     if run.rank == 0:
-        mark_stopped(run.dir / "config.json", signal_name(signum), run.global_step)
-    line = (
+        record_stop(run, signal_name(signum), run.global_step)
+    output.stream("stdout").flush()  # (os._exit flushes nothing)
+    output.say(
         f"received {signal_name(signum)} during the steps after training: stopping now (exit "
         f"code {code}); the training is checkpointed, and resuming the run does these steps "
-        f"(model file, evaluation, upload): {run.resume_command()}\n"
+        f"(model file, evaluation, upload): {run.resume_command()}"
     )
-    with contextlib.suppress(Exception):  # (a write under way in this thread)
-        sys.stdout.flush()
-    os.write(2, line.encode())
     os._exit(code)
 
 
 def on_stop_signal(run, signum: int) -> None:
-    """SIGTERM, SIGUSR1, Ctrl-C, never raised where they land (JAX's gc callback would swallow
-    it): in training, finish the iteration, write a checkpoint, stop; before it, stop at the
-    next safe point; after it, at once. A second Ctrl-C stops at once. Processes forked from
-    this one (gymnasium's `--async-envs` workers) ignore them: the group gets the signal, and
-    this process stops them."""
+    """The stop signals, never raised where they land (JAX's gc callback would swallow it): in
+    training, finish the iteration, write a checkpoint, stop; before it, stop at the next safe
+    point; after it, at once. The first decides the exit code; a Ctrl-C, first or not, arms the
+    second that stops at once. Processes forked from this one (gymnasium's `--async-envs`
+    workers) ignore them: the group gets the signal, and this process stops them."""
     if os.getpid() != run.pid:
         return
     if run.after_training:
         stop_after_training(run, signum)
     if signum == signal.SIGINT:
         run.process.stops.replace(signal.SIGINT, run._on_second_ctrl_c)
-    if run.stop_signal is None and run.training:
+    again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
+    first = run.stop_signal
+    if first is None:
+        run.stop_signal = signum
+    if not run.training:
+        return
+    if first is None:
         wait = f" (about {run.iteration_s:.0f} s)" if run.iteration_s else ""
-        again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
         run.say(
             f"received {signal_name(signum)}: finishing this iteration{wait}, then writing a "
             f"checkpoint and stopping{again}"
         )
-    run.stop_signal = signum
+    elif signum == first:
+        run.say(f"received {signal_name(signum)} again: already stopping{again}")
+    else:
+        run.say(
+            f"received {signal_name(signum)}: already stopping on {signal_name(first)}, which "
+            f"came first (exit code {stop_code(first)}){again}"
+        )
 
 
 def on_second_ctrl_c(run) -> None:
@@ -107,6 +142,5 @@ def on_second_ctrl_c(run) -> None:
             f"{iteration} and the iteration under way are lost (continue from that "
             f"checkpoint with: {run.resume_command()})"
         )
-    print(f"received Ctrl-C again: stopping now, without a checkpoint; {lost}", file=sys.stderr)
-    sys.stderr.flush()
+    output.say(f"received Ctrl-C again: stopping now, without a checkpoint; {lost}")
     os.kill(os.getpid(), signal.SIGINT)

@@ -13,13 +13,21 @@ Plain torchrun exits 1 whatever its processes' codes and prints a traceback of i
   with which code) is one line, and the ranks' last words come after it, each once: their
   `error:` lines and the line naming the resume command are held back from the stream and
   printed last, so the last line on screen is the run's own;
-- forwards SIGUSR1 to the processes too (SLURM's warning before the time limit), and waits up
-  to `SHUTDOWN_S` for them to write their checkpoint after a stop signal (torchrun's
-  `--signals-to-handle` and `--shutdown-timeout`, or their variables, still override).
+- forwards SIGUSR1 to the processes too (SLURM's warning before the time limit), and SIGHUP (a
+  closed terminal: the ranks stop with a checkpoint and 75; under `nohup`, which ignores it, it
+  is not handled, and the ranks ignore it too), and waits up to `SHUTDOWN_S` for them to write
+  their checkpoint after a stop signal (torchrun's `--signals-to-handle` and
+  `--shutdown-timeout`, or their variables, still override);
+- says a bad flag of its own in one line, exit code 2 (`--nproc-per-node 0`: torchrun's own
+  check is an AssertionError naming nothing);
+- never depends on its output being readable (`cleanrl_utils.output`): a terminal gone, or a
+  `| tee` ended by Ctrl-C, drops the ranks' lines and its own, and the ranks still stop with
+  their checkpoint and the launcher with their code.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
@@ -29,9 +37,11 @@ import socket
 import sys
 import threading
 
-from cleanrl_utils.exits import CHECKPOINT_EXIT, FAILED, INTERRUPTED, stops_on_ctrl_c
+from cleanrl_utils import output
+from cleanrl_utils.exits import FAILED, USAGE_ERROR, signal_name, stop_code, stops_on_ctrl_c
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+DEVICE_WORDS = ("auto", "cpu", "gpu", "xpu")  # `--nproc-per-node`: one process per device
 SHUTDOWN_S = 120  # for the ranks to finish their iteration and checkpoint (SLURM: USR1@120)
 # the lines of the ranks held back and printed last: their errors and the way to go on
 LAST_WORDS = re.compile(rb"^(error: |.*\(continue with: )")
@@ -39,12 +49,14 @@ DRAIN_S = 5.0  # how long the ranks' output is read after torchrun returns (orph
 
 
 class LastWords:
-    """The ranks' stderr through a pipe: forwarded line by line as it comes (a progress bar's
-    redraws at once), but for the lines `LAST_WORDS` matches, kept (each once) to be printed at
-    the end."""
+    """The ranks' stderr through a pipe: forwarded to `out` (an `output.SafeStream`: a terminal
+    that is gone drops the lines, and the pipe is still read, so that no rank waits on it) line
+    by line as it comes (a progress bar's redraws at once), but for the lines `LAST_WORDS`
+    matches, kept (each once) to be printed at the end."""
 
-    def __init__(self, out_fd: int):
-        self.out_fd = out_fd
+    def __init__(self, out: output.SafeStream):
+        self.out = out
+        self.decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self.read_fd, self.write_fd = os.pipe()
         self.held: list[bytes] = []
         self.thread = threading.Thread(target=self._forward, daemon=True)
@@ -57,7 +69,7 @@ class LastWords:
             for whole in lines:
                 self._line(whole + b"\n")
             if b"\r" in line:  # a progress bar, redrawn in place: shown as it is drawn
-                os.write(self.out_fd, line)
+                self._write(line)
                 line = b""
         if line:
             self._line(line + b"\n")
@@ -68,7 +80,11 @@ class LastWords:
             if line not in self.held:
                 self.held.append(line)
         else:
-            os.write(self.out_fd, line)
+            self._write(line)
+
+    def _write(self, data: bytes) -> None:
+        self.out.write(self.decode(data))
+        self.out.flush()
 
     def finish(self) -> list[str]:
         """The held lines, once every process has closed the pipe (or after `DRAIN_S`)."""
@@ -104,6 +120,45 @@ def summary(codes: dict[int, int], first: int | None, host: str) -> str:
     return f"torchrun on {host}: {head}{said}"
 
 
+def launch_problem(launch) -> str | None:
+    """Why torchrun's own flags (parsed: `launch`) cannot start the processes, or None: what
+    torchrun would find only later, as an AssertionError naming nothing (`--nproc-per-node 0`)
+    or a ValueError naming no flag (`--nnodes abc`)."""
+    from torch.distributed.run import determine_local_world_size
+
+    nproc = str(launch.nproc_per_node)
+    if nproc not in DEVICE_WORDS and not (nproc.isdigit() and int(nproc) > 0):
+        return (
+            f"--nproc-per-node {nproc}: give a number of processes of 1 or more, or one per "
+            f"device: {', '.join(DEVICE_WORDS)}"
+        )
+    try:
+        determine_local_world_size(nproc)
+    except ValueError as exc:  # (`gpu` without CUDA)
+        return f"--nproc-per-node {nproc}: {str(exc).rstrip('.')}"
+    nnodes = str(launch.nnodes)
+    counts = nnodes.split(":")
+    if not (
+        len(counts) <= 2
+        and all(c.isdigit() for c in counts)
+        and 0 < int(counts[0]) <= int(counts[-1])
+    ):
+        return (
+            f"--nnodes {nnodes}: give a number of nodes of 1 or more, or MIN:MAX (1 <= MIN <= MAX)"
+        )
+    if launch.max_restarts < 0:
+        return f"--max-restarts {launch.max_restarts}: give 0 or more"
+    return None
+
+
+def signals_to_handle() -> str:
+    """The signals torchrun forwards to the processes: `SIGNALS`, less SIGHUP when this process
+    ignores it (`nohup`: the processes, which inherit that, ignore it too)."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return ",".join(name for name in SIGNALS.split(",") if name != "SIGHUP")
+    return SIGNALS
+
+
 def exit_codes_on_close() -> dict[int, int]:
     """Where torchrun's processes' exit codes land when it stops them after a signal: it keeps
     them only in its process context, which this wraps (left as it is where it has no such
@@ -129,11 +184,11 @@ def exit_codes_on_close() -> dict[int, int]:
 @stops_on_ctrl_c  # (Ctrl-C before torchrun handles it: one line, 130)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    os.environ.setdefault("PET_SIGNALS_TO_HANDLE", SIGNALS)
+    os.environ.setdefault("PET_SIGNALS_TO_HANDLE", signals_to_handle())
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_S))
-    terminal = os.dup(2)
-    sys.stderr = open(terminal, "w", buffering=1, closefd=False)  # noqa: SIM115  (this process's)
-    words = LastWords(terminal)
+    output.guard()  # (the standard descriptors exist: `2>&-` is os.devnull)
+    output.move_stderr(os.dup(2))  # this process's own lines: the processes get a pipe
+    words = LastWords(output.stream("stderr"))
     os.dup2(words.write_fd, 2)  # the processes torchrun starts write into the pipe
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -152,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                 reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")
                 line = f"error: torchrun: {reason[2] or 'bad flags'} (see --help)"
             raise
+        if problem := launch_problem(launch):
+            line = f"error: torchrun: {problem} (see --help)"
+            raise SystemExit(USAGE_ERROR)
         run(launch)
     except ChildFailedError as exc:
         codes = {rank: failure.exitcode for rank, failure in exc.failures.items()}
@@ -159,11 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         line, code = summary(codes, first, host), run_code(codes, first)
     except (SignalException, KeyboardInterrupt) as exc:
         signum = getattr(exc, "sigval", signal.SIGINT)
-        code = INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
+        code = stop_code(signum)
         if closed:  # (the ranks' own codes: 130 or 75 when they wrote their checkpoint)
             line, code = summary(closed, None, host), run_code(closed)
-        stopped = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        line = f"{line or f'torchrun on {host}'} (stopped by {stopped})"
+        line = f"{line or f'torchrun on {host}'} (stopped by {signal_name(signum)})"
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else FAILED
     except Exception as exc:  # the rendezvous, a node that never came: torchrun's own failure
@@ -173,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             said = f"torchrun then failed: {type(exc).__name__}: {first_line}"
             line, code = f"{summary(closed, None, host)} ({said})", run_code(closed)
     finally:
-        os.dup2(terminal, 2)
+        os.dup2(output.stream("stderr").fd, 2)
     held = words.finish()
     for said in ([line] if line else []) + held:
-        print(said, file=sys.stderr, flush=True)
+        output.say(said)
     return code
 
 

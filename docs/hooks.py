@@ -242,7 +242,7 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 # the steps after training, which call them, are the top floor.
 FLOORS = {
     "base": [
-        "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
+        "output", "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
         "torchrun", "hub_auth",
     ],

@@ -67,7 +67,7 @@ def env_of(cwd, **extra) -> dict[str, str]:
     return script_env(cwd, PYTHONPATH=str(REPO_ROOT), **extra)
 
 
-def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
+def start(command: list[str], cwd: Path, env: dict | None = None, **popen) -> subprocess.Popen:
     """A command (torchrun, or one rank) in `cwd`, in its own process group, output to files."""
     import tempfile
 
@@ -81,6 +81,7 @@ def start(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.
         stderr=err,
         text=True,
         start_new_session=True,
+        **popen,
     )
     proc.output_files = (out, err)
     return proc
@@ -320,22 +321,37 @@ def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_pa
     )
 
 
+def sighup_not_ignored() -> None:
+    """In the child: SIGHUP as a closed terminal delivers it (not ignored, as it would be in a
+    test session started with `nohup`)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+STOPS = {  # how: (exit code, the signal as the stop's line names it)
+    "SIGUSR1 to rank 1": (75, "SIGUSR1"),
+    "Ctrl-C to torchrun": (130, "Ctrl-C"),
+    "SIGHUP to the process group (a closed terminal)": (75, "SIGHUP"),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGUSR1 to rank 1", "Ctrl-C to torchrun"])
+@pytest.mark.parametrize("how", list(STOPS))
 def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
-    proc = start(ours(ENVPOOL, envpool_args(40)), tmp_path)
+    proc = start(ours(ENVPOOL, envpool_args(40)), tmp_path, preexec_fn=sighup_not_ignored)
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
     if how == "SIGUSR1 to rank 1":
         os.kill(worker_pids(proc.pid)[1], signal.SIGUSR1)  # one rank only: the ranks agree
-    else:
+    elif how == "Ctrl-C to torchrun":
         os.kill(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: torchrun passes it on
+    else:  # torchrun passes it on, and the ranks in its group get it too: the first decides
+        os.killpg(proc.pid, signal.SIGHUP)
     done = finish_script(proc, timeout=120)
     (run_dir,) = run_dirs(tmp_path)
     (newest, *_) = list_checkpoints(run_dir)
     stopped = read_checkpoint(newest)
     assert 2 <= stopped["iteration"] < 40 and len(stopped["ranks_rng"]) == 2
     # the run's exit code, not torchrun's 1; its last line names the resume command
-    code, name = (75, "SIGUSR1") if how == "SIGUSR1 to rank 1" else (130, "Ctrl-C")
+    code, name = STOPS[how]
     assert done.returncode == code, describe(done)
     assert last_line(done) == (
         f"{name}: checkpoint of iteration {stopped['iteration']} written to {newest.relative_to(tmp_path)}; "
@@ -446,21 +462,31 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
 
 @pytest.mark.slow
 def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_continues(tmp_path):
+    """Rank 0, the one that writes, killed with -9 right after a checkpoint (within the next
+    one's write, at times): rank 1 says so in one line, and records the stop in config.json,
+    which only rank 0 did (the report called the run still running)."""
     port = free_port()
     args = envpool_args(4)
     ranks = [
         start(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port)) for r in (0, 1)
     ]
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, ranks[0])
-    ranks[1].kill()
+    ranks[0].kill()
     killed_at = time.time()
-    rank0 = finish_script(ranks[0], timeout=60)
+    rank1 = finish_script(ranks[1], timeout=60)
     assert time.time() - killed_at < 30
-    finish_script(ranks[1])
-    lost = [line for line in rank0.stderr.splitlines() if "lost rank" in line]
-    assert rank0.returncode == 1 and len(lost) == 1 and "lost rank 1 of 2" in lost[0], describe(
-        rank0
+    finish_script(ranks[0])
+    lost = [line for line in rank1.stderr.splitlines() if "lost rank" in line]
+    assert rank1.returncode == 1 and len(lost) == 1 and "lost rank 0 of 2" in lost[0], describe(
+        rank1
     )
+    assert lost[0].endswith("--resume runs/" + run_dirs(tmp_path)[0].name), lost[0]
+    (run_dir,) = run_dirs(tmp_path)
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["stopped"]["signal"] == "the loss of rank 0", record
+    assert read_checkpoint(list_checkpoints(run_dir)[0])["iteration"] == 2  # intact
+    log = load_run(run_dir, running_minutes=10.0, now=time.time())
+    assert log.status != "running", log.problems
 
     port = free_port()
     again = [

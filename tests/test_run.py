@@ -26,6 +26,7 @@ from run_testing import SCRIPT, SMALL, derive_sizes, entry_point, open_run
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
+from cleanrl_utils.after_training import finish_training
 from cleanrl_utils.checkpoint import (
     list_checkpoints,
     read_checkpoint,
@@ -39,9 +40,8 @@ from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
 
 @pytest.fixture(autouse=True)
 def keep_signal_handlers():
-    """`Run.start` installs SIGTERM/SIGUSR1/SIGINT handlers: the test process gets its own back."""
-    signals = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
-    saved = {signum: signal.getsignal(signum) for signum in signals}
+    """`Run.start` installs the stop signals' handlers: the test process gets its own back."""
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
@@ -717,6 +717,82 @@ def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_res
         Run(torch_script.Args(resume=str(run.dir)), SCRIPT, runs_dir=str(tmp_path))
     assert exit_info.value.code == 0
     assert "has already finished (5 iterations, 40 steps): nothing to do" in capsys.readouterr().out
+
+
+def test_a_stop_during_the_last_checkpoint_write_leaves_the_steps_after_training_to_the_resume(
+    tmp_path, capsys
+):
+    """SIGTERM while the last iteration's checkpoint is written (its state read): that checkpoint
+    is the stop's; exit code 75, the model file, the evaluation games and the upload left to the
+    resume (the run wrote the model, played every game and exited 0)."""
+    run = open_run(tmp_path, save_model=True)
+    run.restore({})
+    for iteration in range(1, 5):
+        run.end_iteration(iteration, 8 * iteration, [], {})
+
+    def state() -> dict:  # (read once the checkpoint is due)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return {"x": 5}
+
+    run.end_iteration(5, 40, [], state)
+    assert run.stop_requested and not run.after_training
+    done = []
+    finish_training(run, done.append, lambda **games: done.append(games) or [])
+    assert done == []  # nothing after training: the resume does it
+    assert run.finish() == CHECKPOINT_EXIT
+    config = json.loads((run.dir / "config.json").read_text())
+    assert config["stopped"]["signal"] == "SIGTERM" and config["finished"] is None
+    checkpoint = list_checkpoints(run.dir)[0]
+    assert read_checkpoint(checkpoint)["iteration"] == 5
+    err = capsys.readouterr().err
+    assert (
+        f"SIGTERM: checkpoint of iteration 5 written to {checkpoint}; exiting with code 75" in err
+    )
+
+
+def test_the_first_stop_decides_how_the_run_ends(tmp_path, capsys):
+    """SIGTERM (SLURM preempting the job), then Ctrl-C 50 ms later: the run ends as SIGTERM
+    asked, 75 (requeued) and recorded as SIGTERM (it exited 130, recorded as Ctrl-C, and SLURM
+    did not requeue it). The Ctrl-C is said, and arms the second that stops at once."""
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) == run._on_second_ctrl_c
+    run.end_iteration(2, 16, [], {})
+    assert run.stop_requested and run.finish() == CHECKPOINT_EXIT
+    assert json.loads((run.dir / "config.json").read_text())["stopped"]["signal"] == "SIGTERM"
+    err = capsys.readouterr().err
+    assert (
+        "received Ctrl-C: already stopping on SIGTERM, which came first (exit code 75); Ctrl-C "
+        "again stops at once"
+    ) in err
+    assert "SIGTERM: checkpoint of iteration 2 written" in err and "exiting with code 75" in err
+
+
+def test_sighup_stops_a_run_like_sigterm_and_stays_ignored_under_nohup(tmp_path, capsys):
+    """A closed terminal (SIGHUP): a checkpoint and 75, resumable (it ended the run with none).
+    Under `nohup`, which ignores SIGHUP, the run keeps it ignored and trains on."""
+    got = []
+    signal.signal(signal.SIGHUP, lambda signum, frame: got.append(signum))  # (the test's own)
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    os.kill(os.getpid(), signal.SIGHUP)
+    run.end_iteration(1, 8, [], {})
+    assert run.stop_requested and run.finish() == CHECKPOINT_EXIT and got == []
+    assert json.loads((run.dir / "config.json").read_text())["stopped"]["signal"] == "SIGHUP"
+    assert "received SIGHUP: finishing this iteration" in capsys.readouterr().err
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup
+    with open_run(tmp_path, checkpoint_every=0) as run:
+        run.restore({})
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGHUP)
+        run.end_iteration(1, 8, [], {})
+        assert not run.stop_requested
+    assert run.exit_code() == 0
 
 
 def test_resume_writes_into_the_folder_named_not_the_one_its_checkpoint_records(

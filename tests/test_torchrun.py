@@ -5,10 +5,12 @@ last words held back to the end, each once). With real ranks: tests/test_multigp
 from __future__ import annotations
 
 import os
+import signal
 
 from scripts_testing import describe, run_script
 
-from cleanrl_utils.torchrun import LastWords, run_code, summary
+from cleanrl_utils.output import SafeStream
+from cleanrl_utils.torchrun import LastWords, launch_problem, run_code, signals_to_handle, summary
 
 
 def test_the_run_exit_code_is_the_ranks_own_not_a_signal_torchrun_sent():
@@ -33,11 +35,12 @@ def test_the_summary_line_says_how_each_process_ended():
 def through(*writes: bytes) -> tuple[bytes, list[str]]:
     """What LastWords forwards at once and what it holds, for these writes of the ranks."""
     out_read, out_write = os.pipe()
-    words = LastWords(out_write)
+    out = open(out_write, "w", buffering=1)  # noqa: SIM115 (closed below)
+    words = LastWords(SafeStream(out, "stderr"))
     for data in writes:
         os.write(words.write_fd, data)
     held = words.finish()
-    os.close(out_write)
+    out.close()
     with os.fdopen(out_read, "rb") as forwarded:
         return forwarded.read(), held
 
@@ -70,3 +73,41 @@ def test_a_bad_flag_of_torchrun_itself_is_one_line_and_exit_2(tmp_path):
         "error: torchrun: argument --nproc-per-node/--nproc_per_node: expected one argument "
         "(see --help)"
     ], describe(done)
+
+
+def test_a_count_of_processes_or_nodes_that_cannot_be_is_one_line_and_exit_2(tmp_path):
+    """`--nproc-per-node=0` was `error: torchrun on HOST: AssertionError: AssertionError`, exit 1
+    (`=abc`, `--nnodes abc`: a ValueError naming no flag)."""
+    from torch.distributed.run import parse_args
+
+    def problem(*flags: str) -> str | None:
+        return launch_problem(parse_args([*flags, "script.py"]))
+
+    for nproc in ("0", "abc", "-1"):
+        assert problem(f"--nproc-per-node={nproc}").startswith(
+            f"--nproc-per-node {nproc}: give a number of processes of 1 or more"
+        )
+    for nnodes in ("abc", "0", "2:1", "1:2:3"):
+        assert problem(f"--nnodes={nnodes}").startswith(f"--nnodes {nnodes}: give a number")
+    assert problem("--max-restarts=-1") == "--max-restarts -1: give 0 or more"
+    for fine in (["--nproc-per-node=2"], ["--nproc-per-node=auto", "--nnodes=1:4"]):
+        assert problem(*fine) is None
+    done = run_script(["--nproc_per_node=0", "x.py"], tmp_path, module="cleanrl_utils.torchrun")
+    assert done.returncode == 2, describe(done)
+    assert done.stderr.strip().splitlines() == [
+        "error: torchrun: --nproc-per-node 0: give a number of processes of 1 or more, or one "
+        "per device: auto, cpu, gpu, xpu (see --help)"
+    ], describe(done)
+
+
+def test_under_nohup_torchrun_leaves_sighup_ignored_and_otherwise_forwards_it():
+    """A closed terminal's SIGHUP goes on to the ranks, which stop with a checkpoint (75); under
+    `nohup` torchrun does not handle it, and the ranks inherit it ignored: the run trains on."""
+    before = signal.getsignal(signal.SIGHUP)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        assert signals_to_handle() == "SIGTERM,SIGINT,SIGQUIT,SIGUSR1"
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        assert "SIGHUP" in signals_to_handle().split(",")
+    finally:
+        signal.signal(signal.SIGHUP, before)

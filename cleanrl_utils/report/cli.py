@@ -25,7 +25,8 @@ import tyro
 
 from cleanrl_utils import checks
 from cleanrl_utils.checks import check_output_folder, fail
-from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit, cause
+from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit
+from cleanrl_utils.output import cause
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.plots import plot_set, without_games
