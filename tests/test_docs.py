@@ -42,7 +42,7 @@ def test_flags_page_lists_every_field_with_its_default_and_docstring(path):
     for f in real:
         text = fields[f.name]["default"]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        if f.name == "exp_name":
+        if f.name == "exp_name" and path in SCRIPTS:  # (the report's selects exp names)
             assert text == path.stem == default
         elif isinstance(default, str):
             assert text == default

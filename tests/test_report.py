@@ -208,8 +208,9 @@ def test_event_reader_matches_tensorboard(synthetic):
 
 
 def test_human_normalised_median_and_iqm(tmp_path):
-    """Five games, two identical seeds each, at 0, 0.5, 1, 1.5 and 2 human-normalised: median
-    and IQM are 1, and resampling identical seeds cannot move them."""
+    """Five games, two identical seeds each, at 0, 0.5, 1, 1.5 and 2 human-normalised: median,
+    IQM and mean are 1, the optimality gap 1 - (0 + 0.5 + 1 + 1 + 1) / 5 = 0.3, and resampling
+    identical seeds cannot move them."""
     scores = report.load_human_random()
     assert len(scores) == 57 and scores["Pong"] == (-20.7, 14.6)
     root = tmp_path / "runs"
@@ -221,18 +222,35 @@ def test_human_normalised_median_and_iqm(tmp_path):
             )
     assert run_report(tmp_path / "out", root) == 0
     rows = table_rows((tmp_path / "out" / "aggregate.md").read_text())
-    assert rows == [
-        ["script", "games", "runs", "median", "IQM"],
-        ["ppo_atari_envpool", "5", "10", "1.000 [1.000, 1.000]", "1.000 [1.000, 1.000]"],
+    ones = "1.000 [1.000, 1.000]"
+    assert rows[:2] == [
+        ["script", "games", "runs", "median", "IQM", "mean", "optimality gap"],
+        ["ppo_atari_envpool", "5", "10", ones, ones, ones, "0.300 [0.300, 0.300]"],
     ]
 
 
-def test_bootstrap_intervals_hold_the_point_estimate():
+def test_bootstrap_intervals_are_the_percentiles_of_stratified_resamples():
+    """The intervals are the 2.5th and 97.5th percentiles of the statistics of 500 resamples,
+    each game's 3 seeds drawn with replacement from its own (drawn as rliable draws them: one
+    `randint` over the seeds x games matrix per resample, from `RandomState(seed)`)."""
+    import scipy.stats
+
     rng = np.random.default_rng(0)
     by_game = [rng.normal(g, 1.0, size=3) for g in range(8)]
     agg = report.aggregate_with_ci(by_game, samples=500, confidence=0.95, seed=1)
-    for point, lo, hi in agg.values():
-        assert lo <= point <= hi and lo < hi
+    matrix, rs, boot = np.stack(by_game, axis=1), np.random.RandomState(1), []
+    for _ in range(500):
+        drawn = matrix[rs.randint(0, 3, size=(3, 8)), np.arange(8)]
+        means = drawn.mean(axis=0)
+        gap = 1 - np.minimum(drawn, 1).mean()
+        boot.append([np.median(means), scipy.stats.trim_mean(drawn, 0.25, None), means.mean(), gap])
+    low, high = np.percentile(boot, [2.5, 97.5], axis=0)
+    means = matrix.mean(axis=0)
+    points = [np.median(means), scipy.stats.trim_mean(matrix, 0.25, None), means.mean()]
+    points.append(1 - np.minimum(matrix, 1).mean())
+    for i, name in enumerate(["median", "iqm", "mean", "optimality_gap"]):
+        assert agg[name] == pytest.approx((points[i], low[i], high[i]), abs=1e-12), name
+        assert low[i] < points[i] < high[i]
     assert agg == report.aggregate_with_ci(by_game, samples=500, confidence=0.95, seed=1)
     assert report.trimmed_mean(np.arange(8.0)) == pytest.approx(3.5)  # mean of 2..5
     assert report.trimmed_mean([0.0, 0.0, 1.0, 1.0, 100.0]) == pytest.approx(2 / 3)
@@ -757,3 +775,288 @@ def test_a_tuner_s_trials_are_drawn_in_one_file_named_after_their_script(tmp_pat
     )
     label = report.plots.script_label(rep, "nc-tiny-trial10", ["Breakout-v5"])
     assert label == "nc-tiny-trial10: tuner study nc-tiny, trial 10 (mean of 2 seeds)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Results a paper accepts: runs grouped by protocol, rliable's aggregates, a selection of runs
+
+
+MACHADO = {
+    "name": "machado",
+    "repeat_action_probability": 0.25,
+    "full_action_space": True,
+    "episodic_life": False,
+    "noop_max": 1,
+    "max_episode_steps": 27000,
+}
+GAMES = ["Alien", "Breakout", "Pong"]
+
+
+def scored_run(root: Path, script: str, game: str, seed: int, hns: float, **kwargs) -> float:
+    """A run of two games that score `hns` human-normalised on `game`'s `-v5` id; returns its
+    human-normalised score as the report reads it back (the event file keeps float32)."""
+    random, human = report.load_human_random()[game]
+    final = float(np.float32(random + hns * (human - random)))
+    make_run(root, script, f"{game}-v5", seed, [final] * 2, **kwargs)
+    return (final - random) / (human - random)
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    """Under the published protocol (runs made before runs recorded one): two scripts on three
+    games, `variant` with a third seed on Pong and `ppo_atari_envpool` with a fourth game; the
+    same script under Machado et al.'s protocol (recorded), scoring near random, with the same
+    seed; one run with another time limit and no protocol recorded (custom). Aggregates from
+    three games on."""
+    root = tmp_path_factory.mktemp("paper") / "runs"
+    scores: dict[tuple[str, str], dict[str, list[float]]] = {}
+
+    def add(protocol, script, game, seed, hns, **kwargs):
+        score = scored_run(root, script, game, seed, hns, **kwargs)
+        scores.setdefault((protocol, script), {}).setdefault(game, []).append(score)
+
+    for i, game in enumerate(GAMES):
+        for seed in (1, 2):
+            add("published", "ppo_atari_envpool", game, seed, 0.4 * i + 0.1 * seed)
+            add("published", "variant", game, seed, 0.6 * i + 0.05 * seed + 0.02)
+        machado = {"started": 1700000100, "record": {"protocol": MACHADO}}
+        add("machado", "ppo_atari_envpool", game, 1, 0.01 * i - 0.01, **machado)
+    add("published", "variant", "Pong", 3, 0.7)
+    scored_run(root, "ppo_atari_envpool", "Asterix", 1, 3.0)
+    custom = root.parent / "custom"
+    run = make_run(custom, "ppo_atari_envpool", "Breakout-v5", 1, [7.0], started=1700000200)
+    record = json.loads((run / "config.json").read_text())
+    record["args"]["max_episode_steps"] = 27000
+    (run / "config.json").write_text(json.dumps(record))
+    out = root.parent / "out"
+    flags = ("--compare-published", "--aggregate-min-games", "3")
+    assert run_report(out, root, custom, extra=flags) == 0
+    return out, scores
+
+
+def test_runs_of_two_protocols_are_never_mixed(paper):
+    """The same script, env ids and seeds under two protocols: two tables, two curves files,
+    two aggregates, no seed taken for a repeat of the other's; the comparison with the
+    published numbers takes only the published protocol's runs."""
+    out, _ = paper
+    returns = (out / "returns.md").read_text()
+    assert "### ppo_atari_envpool, variant (protocol `published`)" in returns
+    assert "### ppo_atari_envpool (protocol `machado`)" in returns
+    assert "### ppo_atari_envpool (protocol `custom`)" in returns
+    tables = returns.split("### ")[1:]
+    rows = {table.split("\n")[0]: table_rows(table) for table in tables}
+    machado = rows["ppo_atari_envpool (protocol `machado`)"]
+    assert [row[0] for row in machado[1:]] == [f"{game}-v5" for game in GAMES]
+    assert not any("(n=" in cell for row in machado for cell in row)
+    assert ["Breakout-v5", "7.00 ± 0.00"] in rows["ppo_atari_envpool (protocol `custom`)"]
+    page = (out / "report.md").read_text()
+    assert "counted once" not in page  # no machado seed taken for a repeat of a published one
+    assert (
+        "Protocols found: `published`: 14 runs reported; `machado`: 3 runs reported; "
+        "`custom` (max_episode_steps 27000): 1 run reported. Each protocol has tables, "
+        "curves, aggregates and comparisons of its own: runs of two protocols are never put in "
+        "one of them." in page
+    )
+    assert "**Protocol**: `published`, `machado`, `custom` (each reported on its own" in page
+    assert sorted(p.name for p in out.glob("curves_*.png")) == [
+        "curves_ppo_atari_envpool+variant.png",
+        "curves_ppo_atari_envpool_custom.png",
+        "curves_ppo_atari_envpool_machado.png",
+    ]
+    comparison = (out / "comparison.md").read_text()
+    assert "not compared: the runs of `machado`, `custom`" in comparison
+    compared = [row for row in table_rows(comparison) if len(row) == 10 and row[0] != "env"]
+    assert [row[0] for row in compared] == ["Breakout-v5", "Pong-v5"]
+    published_rows = rows["ppo_atari_envpool, variant (protocol `published`)"]
+    for row in compared:  # ours: the published protocol's cell, not a mix with Machado's
+        assert [row[0], f"{row[2]} (n=2)"] in [r[:2] for r in published_rows]
+    protocols = {r["run"]: r["protocol"] for r in csv.DictReader((out / "runs.csv").open())}
+    assert sorted(protocols.values()).count("machado") == 3
+    assert protocols["Breakout-v5__ppo_atari_envpool__1__1700000200"] == "custom"
+
+
+def interval(value) -> str:
+    point, low, high = value
+    return f"{point:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def test_the_aggregates_are_rliables_set_over_the_games_every_script_ran(paper):
+    """Per protocol, over the three games both scripts ran (Asterix, which one did not, is left
+    out and said so): rliable's four statistics, the profile and the probability of
+    improvement, each the estimate of `report.estimates` on the scores of the runs (2000
+    resamples, seed 0), and their figures."""
+    out, scores = paper
+    text = (out / "aggregate.md").read_text()
+    published, machado = text.split("### Protocol `published`")[1].split("### Protocol `machado`")
+    machado, custom = machado.split("### Protocol `custom`")
+    boot = (2000, 0.95, 0)
+    by_game = {
+        s: [np.array(scores["published", s][g]) for g in GAMES]
+        for s in ("ppo_atari_envpool", "variant")
+    }
+    rows = table_rows(published)
+    assert rows[0] == ["script", "games", "runs", "median", "IQM", "mean", "optimality gap"]
+    for script, runs in (("ppo_atari_envpool", "6"), ("variant", "7")):
+        estimates = report.interval_estimates(by_game[script], *boot)
+        expected = [interval(estimates[m]) for m in ("median", "iqm", "mean", "optimality_gap")]
+        assert [script, "3", runs, *expected] in rows
+    assert (
+        "ppo_atari_envpool: 1 game not every script ran, left out of the aggregates: Asterix"
+        in published
+    )
+    point, low, high = report.performance_profile(by_game["variant"], [0.5, 1.0], *boot)
+    profile = [row for row in rows if row[0] == "variant" and len(row) == 5]  # τ = 0 ... 1
+    assert profile[0][3:5] == [interval((point[i], low[i], high[i])) for i in range(2)]
+    # each pair's bootstrap runs once, the scripts in name order; P(Y > X) = 1 - P(X > Y)
+    worse = report.probability_of_improvement(
+        by_game["ppo_atari_envpool"], by_game["variant"], *boot
+    )
+    better = (1 - worse[0], 1 - worse[2], 1 - worse[1])
+    assert ["**variant**", interval(better), "–"] in rows
+    assert ["**ppo_atari_envpool**", "–", interval(worse)] in rows
+    machado_scores = [np.array(scores["machado", "ppo_atari_envpool"][g]) for g in GAMES]
+    estimates = report.interval_estimates(machado_scores, *boot)
+    assert ["ppo_atari_envpool", "3", "3", interval(estimates["median"])] == table_rows(machado)[1][
+        :4
+    ]
+    assert "1 game with known scores, fewer than `--aggregate-min-games` 3" in custom
+    width = "ppo_atari_envpool: one seed a game, so its intervals have no width"
+    assert width in machado and "one seed a game" not in published  # (`variant`: 2 to 3 seeds)
+    import matplotlib.image
+
+    for name in ("estimates", "profiles", "improvement", "estimates_machado", "profiles_machado"):
+        assert f"]({name}.png)" in text
+        image = matplotlib.image.imread(out / f"{name}.png")
+        assert image.shape[1] == 1400 and image[..., :3].std() > 0.05, name
+    assert not (out / "improvement_machado.png").exists()  # one script: nothing to compare
+
+
+def test_the_figures_name_their_protocol_axes_and_counts(paper, tmp_path):
+    from cleanrl_utils.report.aggregate import compute
+    from cleanrl_utils.report.figures import estimates_figure, improvement_figure, profiles_figure
+
+    out, _ = paper
+    runs = [report.load_run(p, 10, time.time()) for p in sorted((out.parent / "runs").iterdir())]
+    bench = report.Benchmark(report.Args(bootstrap_samples=100, aggregate_min_games=3), runs, [])
+    agg, _ = compute(bench.parts[0])
+    counts = "3 games, ppo_atari_envpool: 6 runs (2 seeds a game); variant: 7 runs (2 to 3 seeds a game)."
+    score = "human-normalised score"
+    for make, title, xlabels in (
+        (estimates_figure, "Interval estimates, protocol: published", [score] * 4),
+        (
+            profiles_figure,
+            "Performance profiles, protocol: published",
+            [f"{score} τ", f"{score} τ (log scale)"],
+        ),
+        (
+            improvement_figure,
+            "Probability of improvement, protocol: published",
+            ["P(X > Y): probability that a run of X scores above a run of Y", ""],
+        ),
+    ):
+        fig = make(agg)
+        heading = fig.legends[0].get_title() if fig.legends else fig._suptitle
+        assert heading.get_text() == title
+        assert fig._supxlabel.get_text().startswith(counts)
+        assert "95% stratified bootstrap intervals (100 resamples" in fig._supxlabel.get_text()
+        assert [ax.get_xlabel() for ax in fig.axes] == xlabels  # (the twin: the same axis)
+        fig.clf()
+    fig = profiles_figure(agg)
+    assert [ax.get_xscale() for ax in fig.axes] == ["linear", "log"]
+    assert fig.axes[0].get_ylabel() == "fraction of runs with score > τ"
+
+
+def test_learning_curves_say_what_their_band_is_and_mark_few_games_and_differing_steps(tmp_path):
+    from cleanrl_utils.report.plots import curves_figure, panel_marks
+    from cleanrl_utils.report.stats import curve_band, curve_values
+
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [float(g) for g in range(20)])
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [3.0], total_steps=20480)  # one game
+    for seed in (1, 2):
+        make_run(root, "ppo_atari_envpool", "Pong-v5", seed, [float(seed + g) for g in range(12)])
+    runs = [report.load_run(p, 10, time.time()) for p in sorted(root.iterdir())]
+    rep = report.Report(report.Args(), runs, [])
+    script = ["ppo_atari_envpool"]
+    assert panel_marks(rep, script, "Breakout-v5") == [
+        "dashed, fewest games of a seed:\nppo_atari_envpool 1",
+        "steps differ: 10,240 / 20,480",
+    ]
+    assert panel_marks(rep, script, "Pong-v5") == []
+    fig, _ = curves_figure(rep, script, ["Breakout-v5", "Pong-v5"], wall_clock=False)
+    breakout, pong = fig.axes[:2]
+    assert [line.get_linestyle() for line in breakout.get_lines()] == ["--"]
+    assert [line.get_linestyle() for line in pong.get_lines()] == ["-"]
+    assert [t.get_text() for t in breakout.texts] == [
+        "\n".join(panel_marks(rep, script, "Breakout-v5"))
+    ]
+    assert fig.legends[0].get_title().get_text() == "Learning curves, protocol: published"
+    caption = fig._supxlabel.get_text()
+    assert (
+        "band: ± one standard deviation over seeds" in caption
+        and "Dashed: a seed with fewer than 10" in caption
+    )
+    fig.clf()
+
+    ci = report.Report(report.Args(curve_band="ci", bootstrap_samples=300), runs, [])
+    fig, _ = curves_figure(ci, script, ["Pong-v5"], wall_clock=False)
+    assert (
+        "band: 95% percentile bootstrap interval of that mean (300 resamples of the seeds)"
+        in fig._supxlabel.get_text()
+    )
+    (band,) = fig.axes[0].collections
+    fig.clf()
+    x, values = curve_values(ci.cells["ppo_atari_envpool", "Pong-v5"].runs, 100, 200, False)
+    index = np.random.RandomState(0).randint(0, 2, size=(300, 2))
+    low, high = np.percentile(values[index].mean(axis=1), [2.5, 97.5], axis=0)
+    assert np.allclose(curve_band(values, "ci", 300, 0.95, 0), (low, high))
+    assert np.allclose(band.get_paths()[0].vertices[:, 1].min(), low.min())
+    assert np.allclose(band.get_paths()[0].vertices[:, 1].max(), high.max())
+
+
+def test_the_protocol_of_a_run_made_before_runs_recorded_it():
+    assert report.read_protocol({"args": {"exp_name": "x"}}) == {"name": "published"}
+    assert report.read_protocol({"args": {"max_episode_steps": 108000}}) == {"name": "published"}
+    assert report.read_protocol(None) == {"name": "published"}
+    assert report.read_protocol({"args": {"max_episode_steps": 27000}}) == {
+        "name": "custom",
+        "max_episode_steps": 27000,
+    }
+    assert report.read_protocol({"protocol": MACHADO, "args": {}}) == MACHADO
+
+
+def test_the_selection_flags_report_one_sweep_and_nothing_else(tmp_path, capsys):
+    root = tmp_path / "runs"
+    sweep = [
+        make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0], record={"sweep": "s-1"}),
+        make_run(root, "ppo_atari_envpool", "Pong-v5", 1, [6.0], record={"sweep": "s-1"}),
+    ]
+    later = make_run(root, "ppo_atari_envpool", "Breakout-v5", 2, [100.0], record={"sweep": "s-2"})
+    older = make_run(root, "my_variant", "Breakout-v5", 1, [50.0], started=1600000000)
+
+    def reported(*flags: str) -> set[str]:
+        out = tmp_path / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        assert run_report(out, root, extra=flags) == 0
+        return {row["run"] for row in csv.DictReader((out / "runs.csv").open())}
+
+    assert reported("--sweep", "s-1") == {run.name for run in sweep}
+    assert ["Breakout-v5", "4.00 ± 0.00"] in table_rows(
+        (tmp_path / "out" / "returns.md").read_text()
+    )
+    notes = (tmp_path / "out" / "notes.md").read_text()
+    assert "`--sweep s-1` selected 2 of the 4 runs found" in notes
+    assert reported("--exp-name", "my_variant") == {older.name}
+    both = reported("--env-id", "Breakout-v5", "--exp-name", "ppo_atari_envpool", "my_variant")
+    assert both == {sweep[0].name, later.name, older.name}
+    assert reported("--since", "2023-11-14") == {run.name for run in [*sweep, later]}
+    capsys.readouterr()
+    err = expect_usage_error(
+        ["--runs", str(root), "--output-dir", str(tmp_path / "no"), "--sweep", "s-3"], capsys
+    )
+    assert err == f"error: no runs under `{root}` match `--sweep s-3` (of 4 found)\n"
+    err = expect_usage_error(
+        ["--runs", str(root), "--output-dir", str(tmp_path / "no"), "--since", "2023-13-01"], capsys
+    )
+    assert err == "error: --since: `2023-13-01` is not a day (YYYY-MM-DD)\n"
+    assert not (tmp_path / "no").exists()

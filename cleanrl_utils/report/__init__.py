@@ -4,15 +4,25 @@ logs of finished runs, offline. One module per job:
 
 - `events`: reading event files (the TFRecord framing by hand, protobuf only where needed);
 - `runlogs`: run folders found, read back as `RunLog`s (script, env id, seed, status, numbers);
-- `stats`: mean ± std, learning curves, the human-normalised aggregate, the reference scores;
+- `selection`: the runs a report keeps (`--sweep`, `--exp-name`, `--env-id`, `--since`);
+- `stats`: mean ± std, learning curves and their bands, the reference scores;
+- `estimates`: rliable's statistics (interval estimates, performance profiles, probability of
+  improvement) with its stratified bootstrap, without rliable;
 - `tables`: markdown tables and number formats (also used by `benchmark/throughput.py`);
-- `cells`: the `Report`, its runs grouped into cells and script sets, and the notes;
+- `cells`: the `Benchmark` (the runs split by protocol) and each protocol's `Report`, its runs
+  grouped into cells and script sets, and the notes;
 - `sections`: the report's markdown sections; `plots`: the learning-curve PNGs;
+- `aggregate`: the human-normalised aggregates of a protocol; `figures`: their PNGs;
 - `options`: the flags (`Args`); `cli`: `main`, which reads the runs and writes every file.
 """
 
-from cleanrl_utils.report.cells import Cell, Report
+from cleanrl_utils.report.cells import Benchmark, Cell, Report
 from cleanrl_utils.report.cli import main, write_report
+from cleanrl_utils.report.estimates import (
+    interval_estimates,
+    performance_profile,
+    probability_of_improvement,
+)
 from cleanrl_utils.report.events import EventData, event_files, read_event_file
 from cleanrl_utils.report.options import Args
 from cleanrl_utils.report.plots import panel_grid, plot_set, plot_size
@@ -23,6 +33,7 @@ from cleanrl_utils.report.runlogs import (
     find_run_dirs,
     load_run,
     load_runs,
+    read_protocol,
 )
 from cleanrl_utils.report.stats import (
     aggregate_with_ci,
@@ -38,6 +49,7 @@ __all__ = [
     "RETURN_TAG",
     "SPS_TAG",
     "Args",
+    "Benchmark",
     "Cell",
     "EventData",
     "Report",
@@ -46,6 +58,7 @@ __all__ = [
     "curve",
     "event_files",
     "find_run_dirs",
+    "interval_estimates",
     "load_human_random",
     "load_published",
     "load_run",
@@ -54,9 +67,12 @@ __all__ = [
     "markdown_table",
     "mean_std",
     "panel_grid",
+    "performance_profile",
     "plot_set",
     "plot_size",
+    "probability_of_improvement",
     "read_event_file",
+    "read_protocol",
     "trimmed_mean",
     "write_report",
 ]

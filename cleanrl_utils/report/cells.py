@@ -1,6 +1,6 @@
-"""The runs a report is made of: grouped into cells (one script on one env id) and script sets
-(scripts that share an env id share a table), each seed counted once, with a note for everything
-odd about them."""
+"""The runs a report is made of: split by the protocol they ran under (a `Report` each, in one
+`Benchmark`), grouped into cells (one script on one env id) and script sets (scripts that share
+an env id share a table), each seed counted once, with a note for everything odd about them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from cleanrl_utils.report.options import Args
 from cleanrl_utils.report.runlogs import RunLog
-from cleanrl_utils.report.tables import fmt_steps
+from cleanrl_utils.report.tables import fmt_steps, plural
 from cleanrl_utils.runs import RunName
 
 
@@ -82,15 +82,18 @@ def newest_of_each_seed(runs: list[RunLog]) -> tuple[list[RunLog], list[str]]:
 
 
 class Report:
-    """The runs found (`runs`), those reported (`reported`: readable and finished, or all
-    readable ones with `--include-unfinished`; of a seed run more than once, the newest run),
-    their cells and script sets, and the notes. The sections (`sections.py`) and plots
-    (`plots.py`) are made from it."""
+    """The runs of one protocol found (`runs`), those reported (`reported`: readable and
+    finished, or all readable ones with `--include-unfinished`; of a seed run more than once,
+    the newest run), their cells and script sets, and the notes. The sections (`sections.py`,
+    `aggregate.py`) and plots (`plots.py`, `figures.py`) are made from it."""
 
-    def __init__(self, args: Args, runs: list[RunLog], notes: list[str]):
+    def __init__(
+        self, args: Args, runs: list[RunLog], notes: list[str], protocol: str = "published"
+    ):
         self.args = args
         self.runs = runs
         self.notes = notes
+        self.protocol = protocol  # its label (`protocol_labels`)
         self.cells: dict[tuple[str, str], Cell] = {}
         self.reported, repeated = newest_of_each_seed(
             [r for r in runs if r.usable and (r.finished or args.include_unfinished)]
@@ -132,3 +135,76 @@ class Report:
                 "the runs have different step counts: compare cells with care "
                 f"({', '.join(map(fmt_steps, all_steps))})"
             )
+
+
+def protocol_key(protocol: dict) -> str:
+    """What tells two protocols apart: the name of a named one (`published`, `machado`: its
+    settings are the name's); a `custom` one's settings too."""
+    if protocol.get("name") != "custom":
+        return str(protocol.get("name"))
+    settings = ", ".join(f"{k} {v}" for k, v in sorted(protocol.items()) if k != "name")
+    return f"custom ({settings})" if settings else "custom"
+
+
+def protocol_order(key: str) -> tuple[int, str]:
+    """The published protocol first, then Machado et al.'s, then the others by name."""
+    return {"published": 0, "machado": 1}.get(key, 2), key
+
+
+def protocol_labels(keys) -> dict[str, str]:
+    """Each protocol's label in headings, titles and file names: its name; `custom-1`,
+    `custom-2`... when custom settings differ."""
+    customs = sorted(k for k in keys if k.split(" (")[0] == "custom")
+    labels = {k: k for k in keys if k not in customs}
+    for i, key in enumerate(customs, 1):
+        labels[key] = "custom" if len(customs) == 1 else f"custom-{i}"
+    return labels
+
+
+class Benchmark:
+    """Every run read (`runs`), split by the protocol it ran under into one `Report` each
+    (`parts`, the published protocol first): runs of two protocols never share a table, a
+    curve, an aggregate or a comparison. `notes` are all the notes, in order."""
+
+    def __init__(self, args: Args, runs: list[RunLog], notes: list[str]):
+        self.args = args
+        self.runs = runs
+        self.notes = notes
+        groups: dict[str, list[RunLog]] = defaultdict(list)
+        for run in runs:
+            groups[protocol_key(run.protocol)].append(run)
+        labels = protocol_labels(groups)
+        self.parts = [
+            Report(args, groups[key], notes, labels[key])
+            for key in sorted(groups, key=protocol_order)
+        ]
+        self.found = {  # label -> what the label stands for, where it is not the name
+            labels[key]: key for key in sorted(groups, key=protocol_order)
+        }
+
+    def protocols_note(self) -> str:
+        """Which protocols were found, and that they are never mixed."""
+        found = [
+            f"`{part.protocol}`"
+            + (f" {key.removeprefix('custom ')}" if key != part.protocol else "")
+            + f": {plural(len(part.reported), 'run')} reported"
+            for part, key in zip(self.parts, self.found.values())
+        ]
+        return (
+            f"Protocols found: {'; '.join(found) or 'none'}. Each protocol has tables, curves, "
+            "aggregates and comparisons of its own: runs of two protocols are never put in "
+            "one of them.\n"
+        )
+
+    @property
+    def reported(self) -> list[RunLog]:
+        return [run for part in self.parts for run in part.reported]
+
+    @property
+    def cells(self) -> bool:
+        """Whether any protocol has a cell to report."""
+        return any(part.cells for part in self.parts)
+
+    def sets(self) -> list[tuple[Report, list[str], list[str]]]:
+        """(protocol's report, scripts, env ids) of every script set of every protocol."""
+        return [(part, scripts, env_ids) for part in self.parts for scripts, env_ids in part.sets]

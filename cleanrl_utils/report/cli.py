@@ -27,13 +27,14 @@ from cleanrl_utils import checks
 from cleanrl_utils.checks import check_output_folder, fail
 from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit
 from cleanrl_utils.output import cause
-from cleanrl_utils.report.cells import Report
+from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
+from cleanrl_utils.report.cells import Benchmark, Report
+from cleanrl_utils.report.figures import write_figures
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.plots import plot_set, without_games
 from cleanrl_utils.report.runlogs import find_run_dirs, load_runs
 from cleanrl_utils.report.sections import (
-    aggregate_section,
-    comparison_section,
+    comparisons,
     describe_set,
     returns_table,
     runs_table,
@@ -43,6 +44,7 @@ from cleanrl_utils.report.sections import (
     summary,
     windows_section,
 )
+from cleanrl_utils.report.selection import Selection, parse_day
 from cleanrl_utils.runs import file_name
 
 
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(fragments["returns.md"])
         print("notes:")
         print(fragments["notes.md"])
+        print(report.protocols_note())
         print(f"report written to {Path(out) / 'report.md'}")
     return 0 if report.cells else FAILED
 
@@ -96,30 +99,48 @@ def parse_args(argv: list[str] | None) -> Command:
         fail(f"--bootstrap-samples must be at least 1, got {args.bootstrap_samples}")
     if not 0 < args.confidence < 1:
         fail(f"--confidence must be between 0 and 1, got {args.confidence}")
+    if args.curve_min_games < 1:
+        fail(f"--curve-min-games must be at least 1, got {args.curve_min_games}")
+    if args.since is not None and parse_day(args.since) is None:
+        fail(f"--since: `{args.since}` is not a day (YYYY-MM-DD)")
     check_output_folder(args.output_dir, "--output-dir")  # (exit code 74)
     return args
 
 
-def read_report(args: Command) -> Report:
-    """Every run under the folders, read; no run folder at all is an `error:` line (exit code
-    2) before anything is written."""
+def read_report(args: Command) -> Benchmark:
+    """Every run under the folders that the selection flags keep, read; no run folder at all,
+    or none selected, is an `error:` line (exit code 2) before anything is written."""
     paths = args.run_folders()
     dirs, notes = find_run_dirs(paths)
+    folders = ", ".join(f"`{path}`" for path in paths)
     if not dirs:
-        folders = ", ".join(f"`{path}`" for path in paths)
         fail(f"no runs under {folders} (no folder with an event file or a config.json)")
-    runs = load_runs(dirs, args.running_minutes, time.time())
-    return Report(args, runs, notes)
+    selection = Selection.of(args)
+    runs = load_runs(dirs, args.running_minutes, time.time(), selection)
+    if selection is not None:
+        kept = [run for run in runs if run.status != "unselected"]
+        if not kept:
+            fail(f"no runs under {folders} match `{selection.flags()}` (of {len(runs)} found)")
+        notes.append(f"`{selection.flags()}` selected {len(kept)} of the {len(runs)} runs found")
+        runs = kept
+    return Benchmark(args, runs, notes)
 
 
-def write_report(report: Report) -> dict[str, str]:
+def protocol_suffix(report: Report) -> str:
+    """What the file names of a protocol's figures end in: nothing for the published protocol,
+    `_{protocol}` for another."""
+    return "" if report.protocol == "published" else f"_{file_name(report.protocol)}"
+
+
+def write_report(bench: Benchmark) -> dict[str, str]:
     """Write every output file under `--output-dir`; returns {file name: markdown} of the
     markdown files."""
-    args = report.args
+    args = bench.args
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("curves_*.png"):
-        old.unlink()
+    for kind in ("curves_", "estimates", "profiles", "improvement"):
+        for old in out.glob(f"{kind}*.png"):
+            old.unlink()
     fragments: dict[str, str] = {}
     last_n = f"the mean of its last {args.last_n} games (fewer when it has fewer)"
     returns = (
@@ -128,20 +149,29 @@ def write_report(report: Report) -> dict[str, str]:
     )
     runtimes = "Minutes per run (wall clock from the first to the last event), mean over seeds.\n\n"
     sps = "Steps per second (each run's last `charts/SPS`, its average over the run), mean over seeds.\n\n"
+    band = (
+        f"the {100 * args.confidence:g}% bootstrap interval of the mean"
+        if args.curve_band == "ci"
+        else "± one std"
+    )
     curves = (
         f"Return against env steps: for each run the running mean of its last {args.last_n} "
-        "games, then the mean over seeds (line) ± one std (band), over the steps every seed "
-        "covers; the last point of a curve is the table's cell.\n\n"
+        f"games, then the mean over seeds (line) with a band ({band}), over the steps every seed "
+        "covers; the last point of a curve is the table's cell. A curve with a seed of fewer "
+        f"than {args.curve_min_games} finished games is dashed.\n\n"
     )
     per_script: dict[str, list[str]] = defaultdict(list)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None
-    if not have_matplotlib and report.cells:
-        report.notes.append('no plots: matplotlib is not installed (`pip install -e ".[report]"`)')
+    if not have_matplotlib and bench.cells:
+        bench.notes.append('no plots: matplotlib is not installed (`pip install -e ".[report]"`)')
     plotted: set[str] = set()
-    set_names = curves_names(report)
-    for scripts, env_ids in report.sets:
-        slug = set_names[tuple(scripts)]
-        heading = f"### {', '.join(scripts)}\n\n{describe_set(report, scripts, env_ids)}\n\n"
+    set_names = curves_names(bench)
+    for report, scripts, env_ids in bench.sets():
+        slug = set_names[report.protocol, tuple(scripts)]
+        protocol = f" (protocol `{report.protocol}`)"
+        heading = (
+            f"### {', '.join(scripts)}{protocol}\n\n{describe_set(report, scripts, env_ids)}\n\n"
+        )
         returns += heading + returns_table(report, scripts, env_ids) + "\n"
         runtimes += heading + runtimes_table(report, scripts, env_ids) + "\n"
         sps += heading + sps_table(report, scripts, env_ids) + "\n"
@@ -162,21 +192,21 @@ def write_report(report: Report) -> dict[str, str]:
             try:
                 plot_set(report, scripts, env_ids, out / name, wall)
             except Exception as exc:  # a plot must never take the tables down with it
-                report.notes.append(f"plot `{name}` failed: {type(exc).__name__}: {exc}")
+                bench.notes.append(f"plot `{name}` failed: {type(exc).__name__}: {exc}")
                 continue
             curves += f"![{', '.join(scripts)}: learning curves]({name})\n\n"
             plotted.add(name)
         for script in scripts:
             envs = [e for e in env_ids if (script, e) in report.cells]
             per_script[script] += [
-                f"Final return ({describe_set(report, [script], envs)}):\n\n",
+                f"Final return{protocol} ({describe_set(report, [script], envs)}):\n\n",
                 returns_table(report, [script], envs),
                 "\nMinutes per run and steps per second, mean over seeds:\n\n",
                 speed_table(report, script, envs),
             ]
             if f"curves_{slug}.png" in plotted:
                 per_script[script].append(f"\n![learning curves](curves_{slug}.png)\n")
-    if not report.cells:
+    if not bench.cells:
         empty = "No finished runs to report (see the notes).\n"
         returns += empty
         runtimes += empty
@@ -185,18 +215,26 @@ def write_report(report: Report) -> dict[str, str]:
     fragments["returns.md"] = returns
     fragments["runtimes.md"] = runtimes + "\n" + sps
     fragments["curves.md"] = curves
-    fragments["aggregate.md"] = aggregate_section(report) if report.cells else "No runs.\n"
+    aggregate = explanation(args)
+    for report in (part for part in bench.parts if part.cells):
+        agg, lines = compute(report)
+        images = {}
+        if agg is not None and have_matplotlib:
+            images = write_figures(agg, out, protocol_suffix(report), bench.notes)
+        aggregate += f"### Protocol `{report.protocol}`\n\n"
+        aggregate += aggregate_markdown(agg, lines, images) + "\n"
+    fragments["aggregate.md"] = aggregate if bench.cells else "No runs.\n"
     if args.compare_published:
-        fragments["comparison.md"] = comparison_section(report) if report.cells else "No runs.\n"
+        fragments["comparison.md"] = comparisons(bench) if bench.cells else "No runs.\n"
     if args.windows > 0:
-        fragments["windows.md"] = windows_section(report) if report.cells else "No runs.\n"
-    fragments["runs.md"] = runs_table(report) if report.runs else "No runs found.\n"
+        fragments["windows.md"] = windows_section(bench) if bench.cells else "No runs.\n"
+    fragments["runs.md"] = runs_table(bench) if bench.runs else "No runs found.\n"
     fragments["notes.md"] = (
-        "".join(f"- {note}\n" for note in report.notes)
-        if report.notes
+        "".join(f"- {note}\n" for note in bench.notes)
+        if bench.notes
         else "None: every run read cleanly.\n"
     )
-    page = [f"# {args.title}\n\n", summary(report), "\n"]
+    page = [f"# {args.title}\n\n", summary(bench), "\n"]
     sections = [
         ("Returns", "returns.md"),
         ("Learning curves", "curves.md"),
@@ -209,44 +247,47 @@ def write_report(report: Report) -> dict[str, str]:
     ]
     for title, name in sections:
         if name in fragments:
-            page += [f"## {title}\n\n", fragments[name].strip() + "\n\n"]
+            protocols = bench.protocols_note() + "\n" if name == "notes.md" else ""
+            page += [f"## {title}\n\n", protocols, fragments[name].strip() + "\n\n"]
     fragments["report.md"] = "".join(page).rstrip() + "\n"
     for script, parts in per_script.items():
         stem = file_name(script)  # an exp name from a config.json, never a path
         name = f"{stem}.md" if f"{stem}.md" not in fragments else f"script_{stem}.md"
         fragments[name] = (
-            f"# `{script}`: benchmark\n\n{summary(report, script)}\n"
+            f"# `{script}`: benchmark\n\n{summary(bench, script)}\n"
             + "".join(parts)
             + "\nAll scripts, the notes and every run: [the full report](report.md).\n"
         )
 
     for name, text in fragments.items():
         (out / name).write_text(text)
-    write_csv(report, out / "runs.csv")
+    write_csv(bench, out / "runs.csv")
     return fragments
 
 
-def curves_names(report: Report) -> dict[tuple[str, ...], str]:
+def curves_names(bench: Benchmark) -> dict[tuple[str, tuple[str, ...]], str]:
     """Each script set's name in its curves' file, `curves_{name}.png`, after what it shows:
     its one exp; the training script all its exps ran (`ppo_atari_envpool`: a tuner's trials);
-    else its exp names (`a+b`). Each a file name of its own, never a path."""
-    names: dict[tuple[str, ...], str] = {}
-    for scripts, env_ids in report.sets:
+    else its exp names (`a+b`); a protocol other than the published one at its end
+    (`_machado`). Each a file name of its own, never a path."""
+    names: dict[tuple[str, tuple[str, ...]], str] = {}
+    for report, scripts, env_ids in bench.sets():
         runs = [run for cell in report.cells_of(scripts, env_ids) for run in cell.runs]
         files = {run.script_file for run in runs}
         if len(scripts) > 1 and len(files) == 1 and None not in files:
             shows = sorted(files)
         else:
             shows = scripts if len(scripts) <= 3 else [*scripts[:2], f"{len(scripts) - 2}-more"]
-        name = "+".join(map(file_name, shows))
-        names[tuple(scripts)] = name
+        name = "+".join(map(file_name, shows)) + protocol_suffix(report)
+        key = report.protocol, tuple(scripts)
+        names[key] = name
         taken = list(names.values())
         if taken.count(name) > 1:  # (two sets of one script, on other games)
-            names[tuple(scripts)] = f"{name}_{taken.count(name)}"
+            names[key] = f"{name}_{taken.count(name)}"
     return names
 
 
-def write_csv(report: Report, path: Path) -> None:
+def write_csv(report: Benchmark, path: Path) -> None:
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(
@@ -262,6 +303,8 @@ def write_csv(report: Report, path: Path) -> None:
                 "runtime_minutes",
                 "sps",
                 "status",
+                "protocol",
+                "sweep",
                 "path",
             ]
         )
@@ -280,6 +323,8 @@ def write_csv(report: Report, path: Path) -> None:
                     "" if run.runtime_s is None else f"{run.runtime_s / 60:.4f}",
                     "" if run.sps is None else f"{run.sps:.2f}",
                     run.status,
+                    str(run.protocol.get("name")),
+                    run.sweep or "",
                     str(run.path),
                 ]
             )

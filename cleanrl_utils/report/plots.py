@@ -1,6 +1,7 @@
 """The learning-curve PNGs (matplotlib, imported only when a plot is made): one panel per env id,
-one line per script, the mean over seeds with a band of one std; a panel with no finished game
-says so instead of drawing empty axes."""
+one line per script, the mean over seeds with a band (one std, or a bootstrap interval) that the
+caption names, the protocol in the title; a panel with no finished game says so instead of
+drawing empty axes, one whose curves rest on few games or differ in steps says that."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import math
 from pathlib import Path
 
 from cleanrl_utils.report.cells import Report
-from cleanrl_utils.report.stats import curve
+from cleanrl_utils.report.stats import curve_band, curve_values
+from cleanrl_utils.report.tables import fmt_steps
 
 # Sized for a paper: a figure as wide as a page's text (7 inches) at print resolution; with
 # more than two columns of panels, 3.5 inches (a paper's column) per panel
@@ -18,6 +20,7 @@ PANEL_ASPECT = 0.7  # a panel's height over its width
 LEGEND_HEIGHT = 0.5  # inches above the panels for the legend
 PLOT_DPI = 200
 NO_GAME = "no finished game"
+CAPTION_SIZE = 7
 
 
 def panel_grid(n: int) -> tuple[int, int]:
@@ -83,22 +86,90 @@ def empty_panel_text(report: Report, scripts, env_id: str) -> str | None:
     return NO_GAME if len(scripts) == 1 else f"{NO_GAME}:\n" + "\n".join(missing)
 
 
-def figure_legend(fig, handles, labels):
+def figure_legend(fig, handles, labels, title: str | None = None):
     """The legend above the panels, with as many names per row (up to 3) as fit the figure's
-    width: long script names side by side would be cut off at its edges."""
+    width: long script names side by side would be cut off at its edges. `title`, the figure's,
+    heads it (a title of its own would overlap it)."""
     renderer = fig.canvas.get_renderer()
     for ncol in range(min(len(labels), 3), 0, -1):
-        legend = fig.legend(handles, labels, loc="outside upper center", ncol=ncol, fontsize=8)
+        legend = fig.legend(
+            handles,
+            labels,
+            loc="outside upper center",
+            ncol=ncol,
+            fontsize=8,
+            title=title,
+            title_fontsize=10,
+            frameon=False,
+        )
         if ncol == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
             return legend
         legend.remove()
 
 
+def fewest_games(report: Report, script: str, env_id: str) -> int | None:
+    """The fewest finished games of a seed (with at least one) of a script on an env id."""
+    cell = report.cells.get((script, env_id))
+    games = [len(run.returns) for run in cell.runs if len(run.returns)] if cell else []
+    return min(games) if games else None
+
+
+def panel_marks(report: Report, scripts, env_id: str) -> list[str]:
+    """What a panel says about its curves: those drawn dashed because a seed finished fewer than
+    `--curve-min-games` games, and step counts that differ between its runs (each curve stops
+    where its shortest seed stops)."""
+    marks = []
+    few = [
+        f"{script} {n}"
+        for script in scripts
+        if (n := fewest_games(report, script, env_id)) is not None
+        and n < report.args.curve_min_games
+    ]
+    if few:  # a script a line: a panel is narrow
+        marks.append("dashed, fewest games of a seed:\n" + "\n".join(few))
+    runs = [run for cell in report.cells_of(scripts, [env_id]) for run in cell.runs]
+    steps = sorted({run.last_step for run in runs if len(run.returns)})
+    if len(steps) > 1:
+        marks.append(f"steps differ: {' / '.join(map(fmt_steps, steps))}")
+    return marks
+
+
+def curves_caption(report: Report, wall_clock: bool) -> str:
+    """What a learning-curve figure's lines and bands are."""
+    args = report.args
+    if args.curve_band == "ci":
+        band = (
+            f"{100 * args.confidence:g}% percentile bootstrap interval of that mean "
+            f"({args.bootstrap_samples} resamples of the seeds)"
+        )
+    else:
+        band = "± one standard deviation over seeds"
+    axis = "minutes" if wall_clock else "steps"
+    return (
+        f"Line: mean over seeds of each run's running mean of its last {args.last_n} games, "
+        f"over the {axis} every seed covers; band: {band}. Dashed: a seed with fewer than "
+        f"{args.curve_min_games} finished games."
+    )
+
+
 def plot_set(
     report: Report, scripts, env_ids, path: Path, wall_clock: bool
 ) -> dict[str, str | None]:
-    """One panel per env id, one line per script. Returns {panel title: the text written in the
-    panel instead of its curves (a panel with no finished game), or None}."""
+    """The learning curves of a script set written to `path` (`curves_figure`). Returns {panel
+    title: the text written in the panel instead of its curves (a panel with no finished game),
+    or None}."""
+    import matplotlib.pyplot as plt
+
+    fig, panels = curves_figure(report, scripts, env_ids, wall_clock)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=PLOT_DPI)
+    plt.close(fig)
+    return panels
+
+
+def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
+    """(figure, panels): one panel per env id, one line per script, the legend headed by the
+    title (with the protocol), the caption below saying what the lines and bands are."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,7 +185,8 @@ def plot_set(
         layout="constrained",
     )
     colors = plt.get_cmap("tab10")
-    last_n, points = report.args.last_n, report.args.curve_points
+    args = report.args
+    band = (args.curve_band, args.bootstrap_samples, args.confidence, args.bootstrap_seed)
     panels: dict[str, str | None] = {}
     for i, ax in enumerate(axes.flat):
         if i >= len(env_ids):
@@ -124,27 +196,40 @@ def plot_set(
         ax.set_title(env_id, fontsize=10)
         for script in scripts:
             cell = report.cells.get((script, env_id))
-            result = curve(cell.runs, last_n, points, wall_clock) if cell else None
+            result = (
+                curve_values(cell.runs, args.last_n, args.curve_points, wall_clock)
+                if cell
+                else None
+            )
             color = colors(report.scripts.index(script) % 10)
             label = script_label(report, script, env_ids)
             if result is None:
                 ax.plot([], [], color=color, label=label)  # still in the legend
                 continue
-            x, mean, std = result
-            ax.plot(x, mean, color=color, label=label, linewidth=1.5)
-            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+            x, values = result
+            few = (fewest_games(report, script, env_id) or 0) < args.curve_min_games
+            style = "--" if few else "-"
+            ax.plot(x, values.mean(axis=0), style, color=color, label=label, linewidth=1.5)
+            low, high = curve_band(values, *band)
+            ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
         panels[env_id] = empty_panel_text(report, scripts, env_id)
         if panels[env_id] is not None:  # no curve to draw: say why, not empty axes
             ax.set_xticks([])
             ax.set_yticks([])
             ax.text(0.5, 0.5, panels[env_id], ha="center", va="center", transform=ax.transAxes)
             continue
+        marks = panel_marks(report, scripts, env_id)
+        if marks:
+            ax.text(
+                0.02, 0.98, "\n".join(marks), ha="left", va="top", fontsize=6,
+                transform=ax.transAxes, bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
+                in_layout=False,  # (text that overflows must not squeeze the panels)
+            )  # fmt: skip
         ax.set_xlabel("wall-clock time (minutes)" if wall_clock else "env steps", fontsize=8)
         ax.set_ylabel("episodic return", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    figure_legend(fig, *axes.flat[0].get_legend_handles_labels())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=PLOT_DPI)
-    plt.close(fig)
-    return panels
+    title = f"Learning curves, protocol: {report.protocol}"
+    figure_legend(fig, *axes.flat[0].get_legend_handles_labels(), title)
+    fig.supxlabel(curves_caption(report, wall_clock), fontsize=CAPTION_SIZE, wrap=True)
+    return fig, panels

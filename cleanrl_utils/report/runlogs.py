@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from cleanrl_utils.runs import RunName
 RETURN_TAG = "charts/episodic_return"
 SPS_TAG = "charts/SPS"
 CHECKPOINT_ITERATION = re.compile(r"checkpoint_(\d+)\.ckpt$")
+PUBLISHED = {"name": "published"}  # the protocol of the published CleanRL runs (docs/published.md)
+PUBLISHED_EPISODE_STEPS = 108_000  # their time limit, in agent steps (EnvPool's, ALE's scripts)
 
 
 @dataclass
@@ -42,9 +45,13 @@ class RunLog:
     start_wall: float | None = None
     runtime_s: float | None = None
     last_write: float | None = None  # mtime of the newest event file
-    status: str = "finished"  # finished, running, resumable, stopped, unreadable, unknown
+    status: str = (
+        "finished"  # finished, running, resumable, stopped, unreadable, unknown; unselected
+    )
     problems: list[str] = field(default_factory=list)
     not_numbers: int = 0  # games whose return is NaN or infinite
+    protocol: dict = field(default_factory=lambda: dict(PUBLISHED))  # `read_protocol`
+    sweep: str | None = None  # the launcher's or tuner's sweep that started it (config.json)
 
     @property
     def usable(self) -> bool:
@@ -101,7 +108,26 @@ def find_run_dirs(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
     return sorted(unique.values()), notes
 
 
-def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
+def read_protocol(config: dict | None) -> dict:
+    """The evaluation protocol a run ran under: config.json's `protocol` (`{"name": "published" |
+    "machado" | "custom", ...its settings}`); for a run made before runs recorded it, `published`
+    when its arguments agree with the published runs' (a time limit of 108,000 steps, or none
+    among its flags), else `custom`. The one place the report reads a protocol."""
+    recorded = (config or {}).get("protocol")
+    if isinstance(recorded, dict) and isinstance(recorded.get("name"), str):
+        return dict(recorded)
+    args = (config or {}).get("args")
+    steps = args.get("max_episode_steps") if isinstance(args, dict) else None
+    if steps is None or steps == PUBLISHED_EPISODE_STEPS:
+        return dict(PUBLISHED)
+    return {"name": "custom", "max_episode_steps": steps}
+
+
+def load_run(
+    path: Path, running_minutes: float, now: float, select: Callable[[RunLog], bool] | None = None
+) -> RunLog:
+    """A run folder read back. With `select`, a run it rejects (from its config.json and name)
+    is returned with status `unselected`, its event files not read."""
     run = RunLog(path=path, name=path.name)
     config_path = path / "config.json"
     if config_path.exists():
@@ -123,6 +149,12 @@ def load_run(path: Path, running_minutes: float, now: float) -> RunLog:
     run.env_id = None if env_id is None else str(env_id)
     seed = args.get("seed", named.seed if named else None)
     run.seed = int(seed) if seed is not None else None
+    run.protocol = read_protocol(run.config)
+    sweep = (run.config or {}).get("sweep")
+    run.sweep = None if sweep is None else str(sweep)
+    if select is not None and not select(run):  # (before its event files are read)
+        run.status = "unselected"
+        return run
     if run.script is None or run.env_id is None:
         run.status = "unreadable"
         run.problems.append(
@@ -252,13 +284,15 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
     return total + (current_end - current_start if current_end is not None else 0.0)
 
 
-def load_runs(dirs: list[Path], running_minutes: float, now: float) -> list[RunLog]:
+def load_runs(
+    dirs: list[Path], running_minutes: float, now: float, select: Callable | None = None
+) -> list[RunLog]:
     """`load_run` of each folder; a folder that cannot be read at all becomes an unreadable run
     with a note, so one bad folder never stops the report."""
     runs = []
     for path in dirs:
         try:
-            runs.append(load_run(path, running_minutes, now))
+            runs.append(load_run(path, running_minutes, now, select))
         except Exception as exc:
             run = RunLog(path=path, name=path.name, status="unreadable")
             run.problems.append(f"could not be read ({type(exc).__name__}: {exc})")

@@ -1,6 +1,6 @@
 """The markdown sections of a report: the returns, runtimes and speed tables of each script set,
-the per-run table, the human-normalised aggregate, the comparison with the published numbers,
-the scores per window of steps, and the summary at the top of each page."""
+the per-run table, the comparison with the published numbers, the scores per window of steps,
+and the summary at the top of each page (the aggregates: `aggregate.py`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,8 @@ import time
 
 import numpy as np
 
-from cleanrl_utils.report.cells import Report
-from cleanrl_utils.report.stats import (
-    aggregate_with_ci,
-    game_name,
-    load_human_random,
-    load_published,
-    mean_std,
-    window_means,
-)
+from cleanrl_utils.report.cells import Benchmark, Report
+from cleanrl_utils.report.stats import load_published, mean_std, window_means
 from cleanrl_utils.report.tables import fmt, fmt_steps, markdown_table, plural
 
 
@@ -102,7 +95,7 @@ def describe_set(report: Report, scripts, env_ids) -> str:
     return text + f"{' / '.join(map(fmt_steps, steps))} env steps per run"
 
 
-def runs_table(report: Report) -> str:
+def runs_table(report: Benchmark) -> str:
     rows = []
     for run in sorted(
         report.runs, key=lambda r: (str(r.script), str(r.env_id), seed_order(r.seed), r.name)
@@ -119,6 +112,7 @@ def runs_table(report: Report) -> str:
                 fmt(run.runtime_s / 60 if run.runtime_s is not None else None),
                 fmt(run.sps, 0),
                 run.status,
+                str(run.protocol.get("name")),
             ]
         )
     return markdown_table(
@@ -133,58 +127,11 @@ def runs_table(report: Report) -> str:
             "minutes",
             "SPS",
             "status",
+            "protocol",
         ],
         rows,
-        ["l", "l", "l", "r", "r", "r", "r", "r", "r", "l"],
+        ["l", "l", "l", "r", "r", "r", "r", "r", "r", "l", "l"],
     )
-
-
-def aggregate_section(report: Report) -> str:
-    scores = load_human_random()
-    args = report.args
-    rows, lines = [], []
-    for script in report.scripts:
-        by_game, missing = [], []
-        for (s, env_id), cell in sorted(report.cells.items()):
-            if s != script or not cell.finals:
-                continue
-            game = game_name(env_id)
-            if game not in scores:
-                missing.append(env_id)
-                continue
-            random, human = scores[game]
-            by_game.append((np.asarray(cell.finals) - random) / (human - random))
-        if missing:
-            lines.append(f"{script}: no random and human scores for {', '.join(missing)}")
-        if len(by_game) < args.aggregate_min_games:
-            lines.append(
-                f"{script}: {plural(len(by_game), 'game')} with known "
-                f"scores, fewer than `--aggregate-min-games` {args.aggregate_min_games}: "
-                "no aggregate"
-            )
-            continue
-        agg = aggregate_with_ci(
-            by_game, args.bootstrap_samples, args.confidence, args.bootstrap_seed
-        )
-        rows.append(
-            [script, str(len(by_game)), str(sum(len(g) for g in by_game))]
-            + [f"{p:.3f} [{lo:.3f}, {hi:.3f}]" for p, lo, hi in (agg["median"], agg["iqm"])]
-        )
-    level = f"{100 * args.confidence:g}%"
-    text = (
-        "Human-normalised score per run: (return - random) / (human - random), with the "
-        "random and human scores of `cleanrl_utils/data/atari_human_random_scores.csv`. "
-        "Median: over games, of each game's mean over seeds. IQM: the mean of the middle "
-        f"50% of all runs' scores. [{level} stratified bootstrap interval, "
-        f"{args.bootstrap_samples} resamples of the seeds of each game, seed {args.bootstrap_seed}.]\n\n"
-    )
-    if rows:
-        text += markdown_table(["script", "games", "runs", "median", "IQM"], rows)
-    if not rows:
-        text += "No script has enough games for an aggregate.\n"
-    if lines:
-        text += "\n" + "".join(f"- {line}\n" for line in lines)
-    return text
 
 
 def comparison_section(report: Report) -> str:
@@ -284,8 +231,25 @@ def comparison_section(report: Report) -> str:
     return text
 
 
-def summary(report: Report, script: str | None = None) -> str:
-    """Hardware, runs, seeds, step budget, dates and commits, of one script or of all."""
+def comparisons(bench: Benchmark) -> str:
+    """The comparison with the published numbers, of the runs of the published protocol only:
+    the published runs were measured under it."""
+    published = [part for part in bench.parts if part.protocol == "published" and part.cells]
+    others = [f"`{part.protocol}`" for part in bench.parts if part not in published and part.cells]
+    text = ""
+    if others:
+        text += (
+            "Only the runs of the published protocol are compared with the published numbers "
+            f"(which were measured under it); not compared: the runs of {', '.join(others)}.\n\n"
+        )
+    if not published:
+        return text + "No runs of the published protocol: nothing to compare.\n"
+    return text + comparison_section(published[0])
+
+
+def summary(report: Benchmark, script: str | None = None) -> str:
+    """Hardware, runs, seeds, step budget, protocols, dates and commits, of one script or of
+    all."""
     args = report.args
     reported = [r for r in report.reported if script is None or r.script == script]
     scripts = sorted({r.script for r in reported})
@@ -295,6 +259,11 @@ def summary(report: Report, script: str | None = None) -> str:
     if reported:
         steps = sorted({r.last_step for r in reported})
         seeds = sorted({r.seed for r in reported}, key=seed_order)
+        protocols = [
+            f"`{part.protocol}`"
+            for part in report.parts
+            if any(script is None or r.script == script for r in part.reported)
+        ]
         starts = [r.start_wall for r in reported if r.start_wall]
         when = sorted(time.strftime("%Y-%m-%d", time.gmtime(s)) for s in starts)
         gits = [(r.config or {}).get("git") for r in reported]
@@ -315,6 +284,8 @@ def summary(report: Report, script: str | None = None) -> str:
             f"{plural(len({r.env_id for r in reported}), 'env id')}, "
             f"seeds {', '.join(map(str, seeds))}.",
             f"**Step budget**: {' / '.join(map(fmt_steps, steps))} env steps per run.",
+            f"**Protocol**: {', '.join(protocols)}"
+            + ("." if len(protocols) == 1 else " (each reported on its own, never mixed)."),
             f"**Dates**: {dates} (UTC); code at {'commits' if len(commits) > 1 else 'commit'} "
             f"{', '.join(commits)}{dirty}.",
         ]
@@ -328,17 +299,17 @@ def summary(report: Report, script: str | None = None) -> str:
     return text
 
 
-def windows_section(report: Report) -> str:
+def windows_section(bench: Benchmark) -> str:
     """Per env id, the mean score of the games that ended in each window of `--windows` steps:
     one row per run (its seed), and per script the mean ± std over its seeds (over the seeds
     with a game in that window: `(n=k)` when fewer than all)."""
-    window = report.args.windows
+    window = bench.args.windows
     text = (
         f"Mean score (the real game score over all lives) of the games that ended in each window "
         f"of {fmt_steps(window)} env steps; a column is headed by the step that ends its window. "
         "Per script: mean ± std over seeds.\n\n"
     )
-    for scripts, env_ids in report.sets:
+    for report, scripts, env_ids in bench.sets():
         for env_id in env_ids:
             cells = [(s, report.cells[(s, env_id)]) for s in scripts if (s, env_id) in report.cells]
             budget = max(run.budget or run.last_step for _, cell in cells for run in cell.runs)
@@ -362,5 +333,6 @@ def windows_section(report: Report) -> str:
                     rows.append(
                         [f"seed {run.seed}"] + [fmt(m) if m is not None else "–" for m in means]
                     )
-            text += f"### {env_id}\n\n" + markdown_table(header, rows) + "\n\n"
+            protocol = f" (protocol `{report.protocol}`)"
+            text += f"### {env_id}{protocol}\n\n" + markdown_table(header, rows) + "\n\n"
     return text

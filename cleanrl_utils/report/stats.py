@@ -1,6 +1,6 @@
 """The report's statistics: mean and std over seeds, the learning curves (running means over
-games, averaged over seeds), the human-normalised median and IQM with stratified bootstrap
-intervals, and the reference numbers kept in `cleanrl_utils/data/` (random and human scores,
+games, averaged over seeds) and their bands, the human-normalised aggregates (`estimates.py`:
+rliable's), and the reference numbers kept in `cleanrl_utils/data/` (random and human scores,
 the published results)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils.report.estimates import interval_estimates, percentile_interval
 from cleanrl_utils.report.runlogs import RunLog
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -36,32 +37,18 @@ def trimmed_mean(values: np.ndarray, proportion: float = 0.25, axis: int = -1) -
 def aggregate_with_ci(
     scores_by_game: list[np.ndarray], samples: int, confidence: float, seed: int
 ) -> dict[str, tuple[float, float, float]]:
-    """Median (over games, of each game's mean over seeds) and interquartile mean (over all
-    runs of all games) of normalised scores, each with a stratified bootstrap percentile
-    interval: the seeds of each game are resampled with replacement, games kept fixed."""
-    rng = np.random.default_rng(seed)
-    game_means, pooled = [], []
-    for scores in scores_by_game:
-        idx = rng.integers(0, len(scores), size=(samples, len(scores)))
-        resampled = scores[idx]
-        game_means.append(resampled.mean(axis=1))
-        pooled.append(resampled)
-    boot_median = np.median(np.stack(game_means, axis=1), axis=1)
-    boot_iqm = trimmed_mean(np.concatenate(pooled, axis=1), 0.25, axis=1)
-    alpha = (1 - confidence) / 2
-    point_median = float(np.median([s.mean() for s in scores_by_game]))
-    point_iqm = float(trimmed_mean(np.concatenate(scores_by_game), 0.25))
-    return {
-        "median": (point_median, *np.quantile(boot_median, [alpha, 1 - alpha]).tolist()),
-        "iqm": (point_iqm, *np.quantile(boot_iqm, [alpha, 1 - alpha]).tolist()),
-    }
+    """{statistic: (point, low, high)}: rliable's median, IQM, mean and optimality gap of the
+    normalised scores (one array of run scores per game) with stratified bootstrap percentile
+    intervals (`estimates.interval_estimates`)."""
+    return interval_estimates(scores_by_game, samples, confidence, seed)
 
 
-def curve(
+def curve_values(
     runs: list[RunLog], last_n: int, points: int, wall_clock: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Mean and std over runs of each run's running mean of its last `last_n` games, at `points`
-    points over the range that every run covers (env steps, or minutes with `wall_clock`)."""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, values): each run's running mean of its last `last_n` games, one row per run with a
+    game, at `points` points over the range that every such run covers (env steps, or minutes
+    with `wall_clock`); None when no run has a game."""
     series = []
     for run in runs:
         if len(run.returns) == 0:
@@ -81,8 +68,33 @@ def curve(
     if hi < lo:
         hi = lo
     grid = np.linspace(lo, hi, points)
-    values = np.stack([np.interp(grid, x, y) for x, y, _ in series])
+    return grid, np.stack([np.interp(grid, x, y) for x, y, _ in series])
+
+
+def curve(
+    runs: list[RunLog], last_n: int, points: int, wall_clock: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(x, mean, std) over runs of `curve_values`; None when no run has a game."""
+    result = curve_values(runs, last_n, points, wall_clock)
+    if result is None:
+        return None
+    grid, values = result
     return grid, values.mean(axis=0), values.std(axis=0)
+
+
+def curve_band(
+    values: np.ndarray, kind: str, samples: int, confidence: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) around the mean over runs of `values` (runs, points): `std`, one standard
+    deviation each side; `ci`, the percentile bootstrap interval of the mean (the runs resampled
+    with replacement, the same resample at every point)."""
+    mean = values.mean(axis=0)
+    if kind == "std":
+        std = values.std(axis=0)
+        return mean - std, mean + std
+    rs = np.random.RandomState(seed)
+    index = rs.randint(0, len(values), size=(samples, len(values)))
+    return percentile_interval(values[index].mean(axis=1), confidence)
 
 
 def window_means(run: RunLog, window: int, count: int) -> list[float | None]:
