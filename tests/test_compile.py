@@ -16,6 +16,9 @@ from scripts_testing import REPO_ROOT, ScriptProcess, assert_usage_error, module
 
 import cleanrl.ppo_atari_envpool as envpool_script
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 PPO_ATARI = REPO_ROOT / "cleanrl" / "ppo_atari.py"
 # 2 iterations of 4 envs x 16 steps, 2 minibatches of 32: every compiled function runs twice
 SMALL = [

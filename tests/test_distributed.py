@@ -34,6 +34,9 @@ from cleanrl_utils.distributed import Distributed, default_backend
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement
 from cleanrl_utils.scripts import load_script
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 SIBLINGS = {"ppo_atari_envpool_multigpu": "ppo_atari_envpool", "ppo_atari_multigpu": "ppo_atari"}
 
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from background_testing import in_background
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from run_testing import entry_point
@@ -42,6 +41,9 @@ from cleanrl_utils.exits import DISK_EXIT
 from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder
 from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
 from cleanrl_utils.scripts import load_script
+
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py"
 TINY = ["--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "16"]
@@ -724,7 +726,6 @@ TWO_RESUMES_TEST = "test_two_resumes_of_one_folder_one_is_refused_and_kill_9_lea
 
 
 @pytest.mark.slow
-@in_background  # three script starts in a row, each on one core
 def test_two_resumes_of_one_folder_one_is_refused_and_kill_9_leaves_no_stale_lock(
     real_run_started, tmp_path
 ):

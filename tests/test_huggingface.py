@@ -43,7 +43,10 @@ from cleanrl_utils.run import Run
 pytest.importorskip("huggingface_hub")
 
 # jax_eval and the JAX script fork from a process that may run JAX's threads; they exec at once
-pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),
+    pytest.mark.xdist_group(__name__),
+]
 
 TINY = "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 --total-timesteps 64"
 UPLOAD = f"{TINY} --eval-episodes 1 --upload-model".split()

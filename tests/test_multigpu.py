@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from background_testing import in_background
 from logs_testing import read_scalars
 from ports import free_port
 from resume_testing import game_independent_state
@@ -32,6 +31,9 @@ from scripts_testing import (
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
 from cleanrl_utils.report.runlogs import load_run
+
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
 
 ENVPOOL = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_multigpu.py"
 GYM = REPO_ROOT / "cleanrl" / "ppo_atari_multigpu.py"
@@ -364,7 +366,6 @@ def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
 
 
 @pytest.mark.slow
-@in_background  # (it mostly waits on the ranks' start)
 def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_resume_advice(
     tmp_path,
 ):
@@ -389,7 +390,6 @@ def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_re
 
 
 @pytest.mark.slow
-@in_background
 def test_two_loopback_nodes_that_disagree_stop_before_any_env_with_one_line_and_exit_2(tmp_path):
     port = free_port()
     nodes = [
@@ -521,7 +521,6 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
 
 
 @pytest.mark.slow
-@in_background  # the ranks wait out their 5 s timeout
 def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

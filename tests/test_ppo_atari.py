@@ -41,6 +41,9 @@ from cleanrl.ppo_atari import (
     make_env,
 )
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 __all__ = ["one_torch_thread"]  # the module's autouse fixture
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"

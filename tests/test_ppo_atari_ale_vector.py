@@ -33,7 +33,6 @@ import envpool
 import numpy as np
 import pytest
 import torch
-from background_testing import in_background
 from logs_testing import read_scalars
 from scripts_testing import (
     REPO_ROOT,
@@ -318,7 +317,6 @@ def test_after_a_lost_life_both_press_fire_in_place_of_the_agents_action():
 
 
 @pytest.mark.slow
-@in_background  # four process starts in a row, mostly waiting
 def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
     """The lifecycle with ALE's spelling of the id, `ALE/Breakout-v5` (the run folder is
     `ALE+Breakout-v5__...`): Ctrl-C after the first iteration (exit code 130, a checkpoint);
@@ -402,7 +400,6 @@ def test_ctrl_c_then_resume_auto_then_save_evaluate_record_and_replay(tmp_path):
 
 
 @pytest.mark.slow
-@in_background  # pip (mostly from its cache), then three short processes
 def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_evaluates_and_resumes(
     tmp_path,
 ):

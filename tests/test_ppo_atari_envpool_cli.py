@@ -29,6 +29,9 @@ from scripts_testing import (
     start_script,
 )
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 SMOKE = ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"]
 RUN_NAME = re.compile(r"Breakout-v5__ppo_atari_envpool__1__\d+")
 MODEL_FILE = "ppo_atari_envpool.cleanrl_model"

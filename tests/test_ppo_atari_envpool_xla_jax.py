@@ -49,7 +49,10 @@ from cleanrl import ppo_atari_envpool_xla_jax_scan as scan_script
 
 # the scripts and evaluators started here fork from a process that runs JAX's threads; they
 # exec at once (subprocess's C fork-exec), so Python's generic deadlock warning does not apply
-pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),
+    pytest.mark.xdist_group(__name__),
+]
 
 XLA_JAX = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax.py"
 XLA_JAX_SCAN = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax_scan.py"

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from background_testing import in_background
 from logs_testing import read_scalars
 from resume_testing import game_independent_state
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
@@ -36,6 +35,9 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.resume import games_seed
+
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
 
 SCRIPTS = {
     "ppo_atari_envpool": "Breakout-v5",
@@ -182,7 +184,6 @@ def test_a_resumed_run_carries_on_where_its_checkpoint_left_off(name, background
 
 
 @pytest.mark.slow
-@in_background  # three script starts in a row, each on one core
 def test_kill_9_then_resume_auto_ends_at_total_timesteps(tmp_path):
     name, iterations = "ppo_atari_envpool", 12
     args = [*tiny_args(name, iterations, every=3), "--track"]
@@ -367,7 +368,6 @@ def wait_for_output(proc, text: bytes, stream: int = 0, timeout: float = 300) ->
 
 
 @pytest.mark.slow
-@in_background  # three script starts in a row, each on one core
 def test_a_stop_in_the_last_iteration_or_after_it_leaves_a_copy_that_resumes_to_its_model(
     tmp_path,
 ):
@@ -422,7 +422,6 @@ STARTUP_STOPS = {  # signal: when (seconds after the start, or after the first l
 
 
 @pytest.mark.slow
-@in_background  # mostly waits: for the moments to signal, and for one script's imports
 def test_a_stop_during_start_up_ends_the_run_in_one_line_with_75_or_130(tmp_path):
     """While a script imports torch, EnvPool and JAX (seconds), and while its envs are built:
     SIGTERM and SIGUSR1 end it with 75, which the SLURM templates requeue (not 143 or 138),

@@ -3,8 +3,7 @@
 The module fixture installs Debian's SLURM and munge when they are missing (root, apt-get), starts
 munged, slurmctld and slurmd on 127.0.0.1 from a temporary folder, and stops exactly those PIDs
 at the end. If the cluster cannot be installed or started, these tests fail; they never skip.
-The tests' jobs run side by side (`in_background`): most of their time is waiting on script
-start-ups, the scheduler and a requeued job's credential lifetime.
+The tests share one xdist worker and its cluster (one cluster, one install of SLURM).
 """
 
 from __future__ import annotations
@@ -17,11 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from background_testing import in_background
 from logs_testing import read_scalars
 from slurm_cluster import SlurmCluster
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_RUN = (
@@ -85,7 +83,6 @@ def job_id(output: str) -> str:
     return re.search(r"^submitted job (\d+):", output, re.MULTILINE).group(1)
 
 
-@in_background
 def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
     # both arrays at once, each from its own folder: runs/ and slurm/ land in the submission folder
     launchers = {
@@ -131,7 +128,6 @@ def scontrol_job(cluster: SlurmCluster, job: str) -> str:
     ).stdout
 
 
-@in_background
 def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
     code = (
         "import sys\n"
@@ -157,7 +153,6 @@ def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
     assert states == {"0": "COMPLETED", "1": "FAILED", "2": "COMPLETED"}
 
 
-@in_background
 def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, tmp_path):
     """SIGUSR1 (what `--signal=USR1@120` sends before the time limit) makes the run write a
     checkpoint and exit with 75; the template requeues the task, which resumes and finishes."""
@@ -230,7 +225,6 @@ def test_a_rejected_submission_leaves_nothing_behind(cluster, tmp_path):
     assert [p for p in (tmp_path / "earlier").rglob("*") if p.is_file()] == [old_log]
 
 
-@in_background
 def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster, tmp_path):
     """What `--resume auto` needs to find a task's own run: the command the templates start sees
     the same SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID and SLURM_JOB_ID after a requeue, and
@@ -288,7 +282,6 @@ def wait_until(ready, what: str, cluster: SlurmCluster, timeout: float = 180):
     return found
 
 
-@in_background
 def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     """Two array jobs in one folder with the same script, env id and seed (the same sweep
     submitted twice, or two variants with the same exp_name), both stopped (SIGUSR1, as before a

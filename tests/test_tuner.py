@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from background_testing import in_background
 from scripts_testing import (
     PPO_ATARI_ENVPOOL,
     REPO_ROOT,
@@ -203,6 +202,9 @@ TUNER_FILE = """
 import optuna
 from cleanrl_utils.tuner import Tuner
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 BUDGET = {budget}
 
 
@@ -313,7 +315,6 @@ def freeze_runs_as_they_train(
 
 
 @pytest.mark.slow
-@in_background  # three tuners in a row, each waiting on its runs
 def test_ctrl_c_and_a_killed_tuner_leave_trials_that_the_next_tuner_resumes(tmp_path):
     with suspended_runs() as suspended:
         ctrl_c_then_kill_then_resume(tmp_path, suspended)
