@@ -219,6 +219,21 @@ class NoWriter:
     close = flush
 
 
+def guard_event_records(file_writer) -> tuple[GuardedRecords, Path]:
+    """The one place where the project reaches into another library's private attributes: torch's
+    `FileWriter` writes its records from a thread of its own (`_AsyncWriter`), which dies on a
+    write error (a full disk) with a traceback while the training goes on, and names its event
+    file nowhere public. Its record writer is wrapped in `GuardedRecords` (in the thread and in
+    the object that flushes it) so that the error is kept for the run to stop on, in one line.
+    tests/test_faults.py::test_torch_event_writer_still_has_what_the_guard_wraps fails when
+    torch renames what this reads."""
+    events = file_writer.event_writer
+    async_writer = events._async_writer
+    guard = GuardedRecords(async_writer._writer)
+    async_writer._writer = async_writer._worker._record_writer = guard
+    return guard, Path(events._file_name)
+
+
 def run_writer(log_dir: Path, purge_step: int | None, opened: bool):
     """The run's TensorBoard writer (a `SummaryWriter`), whose event file is created only once
     `open()` is called (at once with `opened`): a resume creates nothing before its checkpoint is
@@ -238,12 +253,7 @@ def run_writer(log_dir: Path, purge_step: int | None, opened: bool):
             if not self.opened:
                 return None
             if self.file_writer is None:
-                file_writer = super()._get_file_writer()
-                events = file_writer.event_writer
-                async_writer = events._async_writer
-                self.guard = GuardedRecords(async_writer._writer)
-                async_writer._writer = async_writer._worker._record_writer = self.guard
-                self.event_file = Path(events._file_name)
+                self.guard, self.event_file = guard_event_records(super()._get_file_writer())
             return self.file_writer
 
         @property

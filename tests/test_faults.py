@@ -38,7 +38,7 @@ from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_sc
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
 from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
 from cleanrl_utils.exits import DISK_EXIT
-from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder
+from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
 from cleanrl_utils.scripts import load_script
 
@@ -791,6 +791,28 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_previous_one(smal
     assert not list(run_dir.glob(".*.tmp"))
     (event_file,) = run_dir.glob("events.out.tfevents.*")
     assert_whole_records(event_file)
+
+
+def test_torch_event_writer_still_has_what_the_guard_wraps(tmp_path):
+    # faults.guard_event_records reads private attributes of torch's event writer: a torch that
+    # renames them fails here (AttributeError), and one that stops writing through the wrapped
+    # record writer fails on the error that /dev/full gives not being kept
+    from cleanrl_utils.report.events import read_event_file
+
+    writer = run_writer(tmp_path, None, opened=True)
+    writer.add_scalar("charts/SPS", 1.0, 1)
+    writer.flush()
+    assert writer.error is None and writer.event_file.parent == tmp_path
+    data = read_event_file(writer.event_file, ("charts/SPS",))
+    assert data.problem is None and [(s, v) for s, _, v in data.scalars["charts/SPS"]] == [(1, 1.0)]
+    records = writer.guard.records
+    with open("/dev/full", "wb", buffering=0) as full:
+        writer.guard.records = full
+        writer.add_scalar("charts/SPS", 2.0, 2)
+        writer.flush()
+        assert isinstance(writer.error, OSError)
+    writer.guard.records = records
+    writer.close()
 
 
 @pytest.mark.slow
