@@ -110,6 +110,44 @@ def test_cleanrl_utils_floors_import_nothing_from_higher_ones():
     assert hooks.import_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
 
 
+def test_benchmark_has_no_import_circle_and_its_floors_point_down(tmp_path):
+    """benchmark/ is a folder of command lines whose modules import each other by bare name: no
+    circle among them (`if TYPE_CHECKING:` imports count), each imports from its own floor
+    (docs/hooks.py BENCHMARK_FLOORS) or lower ones, and no module of cleanrl_utils imports one of
+    them (the package is the floor below benchmark/). No module edits `sys.path`."""
+    folder = REPO_ROOT / "benchmark"
+    graph = hooks.import_graph(folder, flat=True)
+    assert "throughput_args" in graph["throughput_measure"]  # the graph sees bare-name imports
+    assert hooks.import_cycle(graph) is None, hooks.import_cycle(graph)
+    floors = hooks.BENCHMARK_FLOORS
+    unplaced = sorted(m for m in graph if hooks.floor_of(m, floors) is None)
+    assert not unplaced, f"give {unplaced} a floor in docs/hooks.py BENCHMARK_FLOORS"
+    upward = [
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if hooks.floor_of(dep, floors) > hooks.floor_of(module, floors)
+    ]
+    assert upward == [], "these import from a higher floor"
+    imported = set()  # the top-level names the package's modules import
+    for path in hooks.package_modules(REPO_ROOT / "cleanrl_utils").values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    assert not imported & set(graph), imported & set(graph)
+    # the folder is first on the path when one runs; the package is installed: no path edits
+    edits = [p.name for p in folder.glob("*.py") if "sys.path" in p.read_text()]
+    assert edits == [], edits
+    # and a circle through `if TYPE_CHECKING:` is found, as the one benchmark/ had
+    (tmp_path / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b import X\n"
+    )
+    (tmp_path / "b.py").write_text("from a import Y\n")
+    assert hooks.import_cycle(hooks.import_graph(tmp_path, flat=True)) == ["a", "b", "a"]
+
+
 def test_published_page_shows_the_published_data():
     """docs/published.md and the file the report tool compares with hold the same numbers."""
     import csv
