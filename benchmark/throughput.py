@@ -1,9 +1,9 @@
-"""Steps per second of the six PPO Atari scripts on this machine, side by side, in one run, next
+"""Steps per second of the PPO Atari scripts on this machine, side by side, in one run, next
 to what the machine allows at all: the env stepping random actions alone, and the network's
 compute alone (the bounds, `benchmark/machine.py`). docs/throughput.md describes the method and
 every column.
 
-    python benchmark/throughput.py                          # all six, 1 + 5 iterations each
+    python benchmark/throughput.py                          # those of one process, 1 + 5 iterations
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari_envpool_multigpu --nproc 2
     python benchmark/throughput.py --game Pong --extra-args="--num-envs 16" --markdown t.md

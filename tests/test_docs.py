@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -174,10 +175,20 @@ def test_published_page_shows_the_published_data():
     assert {r["total_timesteps"] for r in csv.DictReader(lines)} == {"10000000"}
 
 
-SIDEBAR_CHARS = 22  # about what the theme's sidebar shows of a label before cutting it with "…"
+SIDEBAR_CHARS = 22  # about what the theme's sidebar shows of a word (it wraps at spaces) before "…"
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+# "the five scripts", "all 8 PPO Atari scripts", "five single-file scripts": a claim of how many
+# scripts there are. ("The two scripts" on a page compares a pair, and "the two JAX scripts" or
+# "the four torch scripts" counts a kind: neither is counted here.)
+SCRIPT_COUNT = re.compile(
+    r"\b(?:(?:the|all)\s+(\w+)\s+(?:single-file\s+)?(?:PPO\s+)?(?:Atari\s+)?scripts"
+    r"|(\w+)\s+single-file\s+scripts)\b",
+    re.IGNORECASE,
+)
 
 
-def test_the_navigation_names_each_script_distinctly_within_the_sidebars_width():
+def nav_scripts() -> dict[str, str]:
+    """The Scripts section of the navigation: each script's file name -> its label, in order."""
     import yaml
 
     nav = yaml.safe_load((REPO_ROOT / "mkdocs.yml").read_text())["nav"]
@@ -186,12 +197,53 @@ def test_the_navigation_names_each_script_distinctly_within_the_sidebars_width()
     for section in sections:
         ((label, pages),) = section.items()
         (overview,) = [page["Overview"] for page in pages if "Overview" in page]
-        script = overview.removesuffix(".md") + ".py"
-        assert len(label) <= SIDEBAR_CHARS, label
-        assert script.endswith(label.split("…")[-1]), (label, script)  # its own name, or its end
-        labels[label] = script
-    assert sorted(labels.values()) == sorted(p.name for p in SCRIPTS)
-    assert "JAX: …_xla_jax.py" in labels and "JAX: …_xla_jax_scan.py" in labels
+        labels[overview.removesuffix(".md") + ".py"] = label
+    return labels
+
+
+def test_the_navigation_names_each_script_shortly_and_distinctly():
+    """Every script of cleanrl/ has a section, with a label the sidebar shows whole (no word
+    longer than it shows), and its page's heading names the script's file."""
+    labels = nav_scripts()
+    assert sorted(labels) == sorted(p.name for p in SCRIPTS)
+    assert len(set(labels.values())) == len(labels), labels
+    for script, label in labels.items():
+        assert max(len(word) for word in label.split()) <= SIDEBAR_CHARS, label
+        assert len(label) <= SIDEBAR_CHARS and "…" not in label, label
+        page = (REPO_ROOT / "docs" / script).with_suffix(".md").read_text()
+        heading = page.splitlines()[0]
+        assert heading.startswith("# ") and f"`{script}`" in heading, script
+
+
+def test_every_page_agrees_with_the_scripts_in_cleanrl():
+    """One list, the files of cleanrl/: the home page's and the README's tables of scripts list
+    every one, in the navigation's order, and no page (the README, docs/, the benchmark's
+    docstrings) says there are more or fewer."""
+    order = list(nav_scripts())
+    home = (REPO_ROOT / "docs" / "index.md").read_text()
+    rows = re.findall(r"^\| \[`(\w+\.py)`\]\((\w+)\.md\) \|", home, re.M)
+    assert [name for name, _ in rows] == order, "docs/index.md's table of scripts"
+    assert all(name == f"{page}.py" for name, page in rows)  # each links to its own page
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert re.findall(r"^\| `cleanrl/(\w+\.py)` \|", readme, re.M) == order, "README's table"
+    count = len(SCRIPTS)
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    pages += (REPO_ROOT / "benchmark").glob("*.py")  # (docs/benchmark/ is the report tool's)
+    claims = []
+    for page in pages:
+        text = " ".join(page.read_text().split())
+        for match in SCRIPT_COUNT.finditer(text):
+            word = (match[1] or match[2]).lower()
+            number = (
+                NUMBERS.index(word) if word in NUMBERS else int(word) if word.isdigit() else None
+            )
+            if number is not None and number > 2 and number != count:
+                claims.append((page.relative_to(REPO_ROOT).as_posix(), match[0]))
+    assert claims == [], f"cleanrl/ has {count} scripts"
+    # the test sees a wrong count where there is one
+    assert SCRIPT_COUNT.search("the throughput of the five scripts")[1] == "five"
+    assert SCRIPT_COUNT.search("`cleanrl/`: nine single-file scripts.")[2] == "nine"
+    assert SCRIPT_COUNT.search("The two scripts' curves and the two JAX scripts")[1] == "two"
 
 
 def test_the_readme_and_the_long_runs_page_give_the_measured_cpu_speed_and_time():

@@ -95,6 +95,14 @@ def test_script_flags_spellings_and_last_one_wins():
     assert measure.script_flags(rest, sizes) == (sizes(), rest)
 
 
+def test_the_benchmark_knows_every_script_of_cleanrl():
+    """A script added to cleanrl/ is added here too, with the env it steps (one process, or
+    many under torchrun)."""
+    scripts = sorted(p.stem for p in (REPO_ROOT / "cleanrl").glob("ppo_*.py"))
+    assert sorted(flags.KINDS) == scripts
+    assert set(flags.KINDS.values()) <= set(measure.ENV_KINDS)
+
+
 def test_env_ids():
     ids = {script: measure.env_id_for(script, "Breakout") for script in flags.SCRIPTS}
     assert ids == {
