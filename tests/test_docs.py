@@ -1,5 +1,6 @@
-"""The docs site: the generated flags pages say what `--help` says, and `mkdocs build --strict`
-passes (where mkdocs is installed)."""
+"""The docs site: the generated flags pages say what `--help` says, `mkdocs build --strict`
+passes (where mkdocs is installed) and the built site browses from its files, the pages agree
+with the scripts in `cleanrl/`, and the import floors hold."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 from scripts_testing import REPO_ROOT
@@ -73,7 +75,41 @@ def test_site_builds_strict(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (tmp_path / "site" / "flags" / "ppo_atari_envpool" / "index.html").exists()
+    site = tmp_path / "site"
+    assert (site / "flags" / "ppo_atari_envpool.html").exists()
+    # browsable from the files (file://, no server): every link and asset of every page names
+    # a file that is there, never a folder (which a browser shows as a listing)
+    broken = []
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")  # (a server's page)
+    for page in pages:
+        for target in LinkTargets.of(page.read_text()):
+            path = target.split("#")[0].split("?")[0]
+            if not path or re.match(r"^[a-z]+:", path):  # an anchor, or another site
+                continue
+            if not (page.parent / path).is_file():
+                broken.append((page.relative_to(site).as_posix(), target))
+    assert len(pages) > 30 and broken == [], broken[:20]
+    text = (site / "getting_started.html").read_text()
+    assert 'href="installation.html"' in text and "stylesheets/extra.css" in text
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert ".language-bash pre > code" in css and "white-space: pre-wrap" in css
+
+
+class LinkTargets(HTMLParser):
+    """The targets of a page's links and assets: `href` and `src` attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.targets = []
+
+    def handle_starttag(self, tag, attrs):
+        self.targets += [value for name, value in attrs if name in ("href", "src") and value]
+
+    @classmethod
+    def of(cls, html: str) -> list[str]:
+        parser = cls()
+        parser.feed(html)
+        return parser.targets
 
 
 def test_cleanrl_utils_has_no_import_circle(tmp_path):
