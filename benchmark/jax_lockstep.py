@@ -29,22 +29,18 @@ Runs on the CPU (JAX's default backend here).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from functools import partial
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+import tyro
+from flax.training.train_state import TrainState
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts import cleanrl_utils
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
-import tyro  # noqa: E402
-from flax.training.train_state import TrainState  # noqa: E402
-
-from cleanrl_utils.checkpoint import read_checkpoint, restored_value  # noqa: E402
-from cleanrl_utils.scripts import load_script  # noqa: E402
+from cleanrl_utils.checkpoint import read_checkpoint, restored_value
+from cleanrl_utils.scripts import load_script
 
 loop = load_script("ppo_atari_envpool_xla_jax")
 scan = load_script("ppo_atari_envpool_xla_jax_scan")

@@ -1,9 +1,9 @@
-"""Steps per second of the six PPO Atari scripts on this machine, side by side, in one run, next
+"""Steps per second of the PPO Atari scripts on this machine, side by side, in one run, next
 to what the machine allows at all: the env stepping random actions alone, and the network's
 compute alone (the bounds, `benchmark/machine.py`). docs/throughput.md describes the method and
 every column.
 
-    python benchmark/throughput.py                          # all six, 1 + 5 iterations each
+    python benchmark/throughput.py                          # those of one process, 1 + 5 iterations
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari --repeats 3
     python benchmark/throughput.py --scripts ppo_atari_envpool ppo_atari_envpool_multigpu --nproc 2
     python benchmark/throughput.py --game Pong --extra-args="--num-envs 16" --markdown t.md
@@ -18,21 +18,12 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
-import tyro
-
-# this checkout's cleanrl_utils and cleanrl (installed or not), and the modules beside this file
-for folder in (Path(__file__).resolve().parent.parent, Path(__file__).resolve().parent):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-from machine import Sizes, machine_line, measure_bound_here  # noqa: E402
-from throughput_measure import (  # noqa: E402
+from machine import Sizes, machine_line, measure_bound_here
+from throughput_args import KINDS, Args
+from throughput_measure import (
     BOUND_FLAG,
-    KINDS,
-    SCRIPTS,
     Measurement,
     RunFailed,
     bound_params,
@@ -40,7 +31,7 @@ from throughput_measure import (  # noqa: E402
     run_script,
     script_flags,
 )
-from throughput_report import (  # noqa: E402
+from throughput_report import (
     Summary,
     baseline_ratios,
     markdown_report,
@@ -49,40 +40,7 @@ from throughput_report import (  # noqa: E402
     summarize,
 )
 
-from cleanrl_utils.checks import parse_args as parse_flags  # noqa: E402
-
-
-@dataclass
-class Args:
-    """Steps per second of the PPO Atari scripts on this machine, side by side, with the env's and
-    the network's own speed as bounds. See docs/throughput.md for the method."""
-
-    scripts: list[str] = field(default_factory=lambda: list(SCRIPTS))
-    """the scripts to run, by short name (`ppo_atari_envpool`), in this order; the `*_multigpu` ones also"""
-    nproc: int = 2
-    """the processes of a `*_multigpu` script's run (`torchrun --standalone --nproc_per_node`), each with num_envs / nproc envs: the batch of the others"""
-    game: str = "Breakout"
-    """the game: `Breakout` is `Breakout-v5` (EnvPool, ALE's vector env), `BreakoutNoFrameskip-v4` (gymnasium)"""
-    iterations: int = 5
-    """measured training iterations per script, after the burn-in"""
-    burn_in: int = 1
-    """first iterations left out of the steady SPS (the first holds XLA's compilation)"""
-    repeats: int = 1
-    """runs of everything, interleaved (all scripts once, then again); shows medians and spread"""
-    extra_args: str = ""
-    """more flags for every script, with `=`: `--extra-args="--num-envs 16"`; also sizes bounds"""
-    bounds: bool = True
-    """also measure, each alone in a fresh process: each script's env (EnvPool, the gymnasium env, ALE's vector env), torch's compute"""
-    bound_steps: int = 1000
-    """vector-env steps timed for each env bound (each one steps every env)"""
-    bound_iterations: int = 2
-    """iterations of the compute bound timed after a warm-up; the fastest counts"""
-    baseline: Annotated[str | None, tyro.conf.arg(metavar="DIR")] = None
-    """another checkout of this repository (`git worktree add /tmp/base HEAD~1`) to compare with:
-    each script also runs from there, right before this checkout's run in every repeat, and the
-    ratio of each pair's steady SPS is reported"""
-    markdown: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
-    """also write the results here as markdown tables, headed by a line naming the machine"""
+from cleanrl_utils.checks import parse_args as parse_flags
 
 
 class UsageError(Exception):

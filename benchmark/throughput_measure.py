@@ -17,34 +17,18 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import tyro
 from machine import Sizes
+from throughput_args import KINDS, MULTI_PROCESS, Args
 
 from cleanrl_utils.checks import tyro_error_line
 from cleanrl_utils.report.events import event_files, read_event_file
-
-if TYPE_CHECKING:
-    from throughput import Args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # the command line, which measures one bound in a process of its own with BOUND_FLAG
 THROUGHPUT = Path(__file__).resolve().parent / "throughput.py"
 
-# short name -> the env it steps: "envpool" (`Game-v5`), "gymnasium" (`GameNoFrameskip-v4`) or
-# "ale_vector" (ALE's own vector env, `Game-v5` as well)
-SCRIPTS = {
-    "ppo_atari_envpool": "envpool",
-    "ppo_atari": "gymnasium",
-    "ppo_atari_lstm": "gymnasium",
-    "ppo_atari_envpool_xla_jax": "envpool",
-    "ppo_atari_envpool_xla_jax_scan": "envpool",
-    "ppo_atari_ale_vector": "ale_vector",
-}
-# one run on --nproc processes (torchrun), the batch of the others: --num-envs split over them
-MULTI_PROCESS = {"ppo_atari_envpool_multigpu": "envpool", "ppo_atari_multigpu": "gymnasium"}
-KINDS = SCRIPTS | MULTI_PROCESS
 LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers", "ale_vector": "ALE vector env"}
 ENV_KINDS = tuple(LABELS)  # each has its own bound: the env stepping random actions alone
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound

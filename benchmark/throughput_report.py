@@ -7,15 +7,12 @@ from __future__ import annotations
 import statistics
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from machine import Sizes
-from throughput_measure import ENV_KINDS, KINDS, LABELS, MULTI_PROCESS, PHASES, Measurement
+from throughput_args import KINDS, MULTI_PROCESS, Args
+from throughput_measure import ENV_KINDS, LABELS, PHASES, Measurement
 
 from cleanrl_utils.report.tables import markdown_table
-
-if TYPE_CHECKING:
-    from throughput import Args
 
 
 def median_spread(values: list[float]) -> tuple[float, float, float]:

@@ -190,10 +190,11 @@ def collected_differences(docs_dir: Path, pages: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def package_modules(package_dir: Path) -> dict[str, Path]:
+def package_modules(package_dir: Path, flat: bool = False) -> dict[str, Path]:
     """Dotted module name -> file, for every module of the package (a package is named by its
-    `__init__`)."""
-    root = package_dir.parent
+    `__init__`). `flat`: a folder of scripts run as `python FOLDER/NAME.py` (`benchmark/`), whose
+    modules import each other by their bare names (`from machine import Sizes`)."""
+    root = package_dir if flat else package_dir.parent
     modules = {}
     for path in sorted(package_dir.rglob("*.py")):
         name = ".".join(path.relative_to(root).with_suffix("").parts)
@@ -201,10 +202,11 @@ def package_modules(package_dir: Path) -> dict[str, Path]:
     return modules
 
 
-def import_graph(package_dir: Path) -> dict[str, list[str]]:
+def import_graph(package_dir: Path, flat: bool = False) -> dict[str, list[str]]:
     """Each module of the package -> the modules of the same package it imports, anywhere in its
-    code (a function-level import counts too)."""
-    modules = package_modules(package_dir)
+    code (a function-level import counts too, and one under `if TYPE_CHECKING:`); `flat` as in
+    `package_modules`."""
+    modules = package_modules(package_dir, flat)
     graph = {}
     for name, path in modules.items():
         deps = set()
@@ -255,6 +257,18 @@ FLOORS = {
 }  # fmt: skip
 
 
+# The floors of benchmark/, a folder of command lines (not a package: each runs as `python
+# benchmark/NAME.py`, its folder first on the import path), lowest first, as FLOORS: the machine's
+# line and bounds; throughput's flags and the scripts it knows; its measuring and reporting
+# halves, which take those flags; the command lines on top. Below them all, cleanrl_utils.
+BENCHMARK_FLOORS = {
+    "machine": ["machine"],
+    "flags": ["throughput_args"],
+    "halves": ["throughput_measure", "throughput_report"],
+    "command lines": ["throughput", "jax_lockstep", "tune_ppo_atari_envpool"],
+}
+
+
 def unit(module: str) -> str:
     """The module or subpackage of the package that `module` belongs to (`evals` for
     `cleanrl_utils.evals.files`); the package itself for its `__init__`."""
@@ -262,9 +276,10 @@ def unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def floor_of(module: str) -> int | None:
-    """The index in FLOORS of the floor of `module`'s unit; None when FLOORS does not name it."""
-    for i, units in enumerate(FLOORS.values()):
+def floor_of(module: str, floors: dict[str, list[str]] = FLOORS) -> int | None:
+    """The index in `floors` of the floor of `module`'s unit; None when `floors` does not name
+    it."""
+    for i, units in enumerate(floors.values()):
         if unit(module) in units:
             return i
     return None

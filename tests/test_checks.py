@@ -54,8 +54,19 @@ def test_game_of_ignores_the_id_style():
     assert game_of("SpaceInvaders-v5") == "spaceinvaders"
 
 
-def test_known_ids_pass():
-    check_env_id("Pong-v5", ENVPOOL_IDS, "EnvPool")
+def test_known_ids_pass(capsys):
+    """Every id of the list passes: no exit, nothing printed. The same id against the list
+    without it stops with the line, so the pass is the list's doing."""
+    for known in (ENVPOOL_IDS, GYMNASIUM_IDS):
+        for env_id in known:
+            assert check_env_id(env_id, known, "the library") is None
+            assert capsys.readouterr() == ("", "")
+            others = [k for k in known if k != env_id]
+            line = error_of(env_id, others, capsys)
+            assert line.startswith(f"error: unknown env id {env_id!r} for the library")
+    # any iterable of ids, as a library lists them
+    assert check_env_id("Pong-v5", (i for i in ENVPOOL_IDS), "EnvPool") is None
+    assert capsys.readouterr() == ("", "")
 
 
 def test_the_same_game_in_the_other_id_style_is_suggested(capsys):

@@ -1,14 +1,17 @@
-"""The docs site: the generated flags pages say what `--help` says, and `mkdocs build --strict`
-passes (where mkdocs is installed)."""
+"""The docs site: the generated flags pages say what `--help` says, `mkdocs build --strict`
+passes (where mkdocs is installed) and the built site browses from its files, the pages agree
+with the scripts in `cleanrl/`, and the import floors hold."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 from scripts_testing import REPO_ROOT
@@ -72,7 +75,41 @@ def test_site_builds_strict(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (tmp_path / "site" / "flags" / "ppo_atari_envpool" / "index.html").exists()
+    site = tmp_path / "site"
+    assert (site / "flags" / "ppo_atari_envpool.html").exists()
+    # browsable from the files (file://, no server): every link and asset of every page names
+    # a file that is there, never a folder (which a browser shows as a listing)
+    broken = []
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")  # (a server's page)
+    for page in pages:
+        for target in LinkTargets.of(page.read_text()):
+            path = target.split("#")[0].split("?")[0]
+            if not path or re.match(r"^[a-z]+:", path):  # an anchor, or another site
+                continue
+            if not (page.parent / path).is_file():
+                broken.append((page.relative_to(site).as_posix(), target))
+    assert len(pages) > 30 and broken == [], broken[:20]
+    text = (site / "getting_started.html").read_text()
+    assert 'href="installation.html"' in text and "stylesheets/extra.css" in text
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert ".language-bash pre > code" in css and "white-space: pre-wrap" in css
+
+
+class LinkTargets(HTMLParser):
+    """The targets of a page's links and assets: `href` and `src` attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.targets = []
+
+    def handle_starttag(self, tag, attrs):
+        self.targets += [value for name, value in attrs if name in ("href", "src") and value]
+
+    @classmethod
+    def of(cls, html: str) -> list[str]:
+        parser = cls()
+        parser.feed(html)
+        return parser.targets
 
 
 def test_cleanrl_utils_has_no_import_circle(tmp_path):
@@ -110,6 +147,44 @@ def test_cleanrl_utils_floors_import_nothing_from_higher_ones():
     assert hooks.import_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
 
 
+def test_benchmark_has_no_import_circle_and_its_floors_point_down(tmp_path):
+    """benchmark/ is a folder of command lines whose modules import each other by bare name: no
+    circle among them (`if TYPE_CHECKING:` imports count), each imports from its own floor
+    (docs/hooks.py BENCHMARK_FLOORS) or lower ones, and no module of cleanrl_utils imports one of
+    them (the package is the floor below benchmark/). No module edits `sys.path`."""
+    folder = REPO_ROOT / "benchmark"
+    graph = hooks.import_graph(folder, flat=True)
+    assert "throughput_args" in graph["throughput_measure"]  # the graph sees bare-name imports
+    assert hooks.import_cycle(graph) is None, hooks.import_cycle(graph)
+    floors = hooks.BENCHMARK_FLOORS
+    unplaced = sorted(m for m in graph if hooks.floor_of(m, floors) is None)
+    assert not unplaced, f"give {unplaced} a floor in docs/hooks.py BENCHMARK_FLOORS"
+    upward = [
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if hooks.floor_of(dep, floors) > hooks.floor_of(module, floors)
+    ]
+    assert upward == [], "these import from a higher floor"
+    imported = set()  # the top-level names the package's modules import
+    for path in hooks.package_modules(REPO_ROOT / "cleanrl_utils").values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    assert not imported & set(graph), imported & set(graph)
+    # the folder is first on the path when one runs; the package is installed: no path edits
+    edits = [p.name for p in folder.glob("*.py") if "sys.path" in p.read_text()]
+    assert edits == [], edits
+    # and a circle through `if TYPE_CHECKING:` is found, as the one benchmark/ had
+    (tmp_path / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b import X\n"
+    )
+    (tmp_path / "b.py").write_text("from a import Y\n")
+    assert hooks.import_cycle(hooks.import_graph(tmp_path, flat=True)) == ["a", "b", "a"]
+
+
 def test_published_page_shows_the_published_data():
     """docs/published.md and the file the report tool compares with hold the same numbers."""
     import csv
@@ -136,10 +211,20 @@ def test_published_page_shows_the_published_data():
     assert {r["total_timesteps"] for r in csv.DictReader(lines)} == {"10000000"}
 
 
-SIDEBAR_CHARS = 22  # about what the theme's sidebar shows of a label before cutting it with "…"
+SIDEBAR_CHARS = 22  # about what the theme's sidebar shows of a word (it wraps at spaces) before "…"
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+# "the five scripts", "all 8 PPO Atari scripts", "five single-file scripts": a claim of how many
+# scripts there are. ("The two scripts" on a page compares a pair, and "the two JAX scripts" or
+# "the four torch scripts" counts a kind: neither is counted here.)
+SCRIPT_COUNT = re.compile(
+    r"\b(?:(?:the|all)\s+(\w+)\s+(?:single-file\s+)?(?:PPO\s+)?(?:Atari\s+)?scripts"
+    r"|(\w+)\s+single-file\s+scripts)\b",
+    re.IGNORECASE,
+)
 
 
-def test_the_navigation_names_each_script_distinctly_within_the_sidebars_width():
+def nav_scripts() -> dict[str, str]:
+    """The Scripts section of the navigation: each script's file name -> its label, in order."""
     import yaml
 
     nav = yaml.safe_load((REPO_ROOT / "mkdocs.yml").read_text())["nav"]
@@ -148,12 +233,53 @@ def test_the_navigation_names_each_script_distinctly_within_the_sidebars_width()
     for section in sections:
         ((label, pages),) = section.items()
         (overview,) = [page["Overview"] for page in pages if "Overview" in page]
-        script = overview.removesuffix(".md") + ".py"
-        assert len(label) <= SIDEBAR_CHARS, label
-        assert script.endswith(label.split("…")[-1]), (label, script)  # its own name, or its end
-        labels[label] = script
-    assert sorted(labels.values()) == sorted(p.name for p in SCRIPTS)
-    assert "JAX: …_xla_jax.py" in labels and "JAX: …_xla_jax_scan.py" in labels
+        labels[overview.removesuffix(".md") + ".py"] = label
+    return labels
+
+
+def test_the_navigation_names_each_script_shortly_and_distinctly():
+    """Every script of cleanrl/ has a section, with a label the sidebar shows whole (no word
+    longer than it shows), and its page's heading names the script's file."""
+    labels = nav_scripts()
+    assert sorted(labels) == sorted(p.name for p in SCRIPTS)
+    assert len(set(labels.values())) == len(labels), labels
+    for script, label in labels.items():
+        assert max(len(word) for word in label.split()) <= SIDEBAR_CHARS, label
+        assert len(label) <= SIDEBAR_CHARS and "…" not in label, label
+        page = (REPO_ROOT / "docs" / script).with_suffix(".md").read_text()
+        heading = page.splitlines()[0]
+        assert heading.startswith("# ") and f"`{script}`" in heading, script
+
+
+def test_every_page_agrees_with_the_scripts_in_cleanrl():
+    """One list, the files of cleanrl/: the home page's and the README's tables of scripts list
+    every one, in the navigation's order, and no page (the README, docs/, the benchmark's
+    docstrings) says there are more or fewer."""
+    order = list(nav_scripts())
+    home = (REPO_ROOT / "docs" / "index.md").read_text()
+    rows = re.findall(r"^\| \[`(\w+\.py)`\]\((\w+)\.md\) \|", home, re.M)
+    assert [name for name, _ in rows] == order, "docs/index.md's table of scripts"
+    assert all(name == f"{page}.py" for name, page in rows)  # each links to its own page
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert re.findall(r"^\| `cleanrl/(\w+\.py)` \|", readme, re.M) == order, "README's table"
+    count = len(SCRIPTS)
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    pages += (REPO_ROOT / "benchmark").glob("*.py")  # (docs/benchmark/ is the report tool's)
+    claims = []
+    for page in pages:
+        text = " ".join(page.read_text().split())
+        for match in SCRIPT_COUNT.finditer(text):
+            word = (match[1] or match[2]).lower()
+            number = (
+                NUMBERS.index(word) if word in NUMBERS else int(word) if word.isdigit() else None
+            )
+            if number is not None and number > 2 and number != count:
+                claims.append((page.relative_to(REPO_ROOT).as_posix(), match[0]))
+    assert claims == [], f"cleanrl/ has {count} scripts"
+    # the test sees a wrong count where there is one
+    assert SCRIPT_COUNT.search("the throughput of the five scripts")[1] == "five"
+    assert SCRIPT_COUNT.search("`cleanrl/`: nine single-file scripts.")[2] == "nine"
+    assert SCRIPT_COUNT.search("The two scripts' curves and the two JAX scripts")[1] == "two"
 
 
 def test_the_readme_and_the_long_runs_page_give_the_measured_cpu_speed_and_time():

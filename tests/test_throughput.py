@@ -21,6 +21,9 @@ TINY = "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1"
 
 
 def load_benchmark():
+    # as `python benchmark/throughput.py` would: its folder first on the path, for the modules
+    # beside it (the package, cleanrl_utils, is installed)
+    sys.path.insert(0, str(BENCHMARK.parent))
     spec = importlib.util.spec_from_file_location("_throughput_under_test", BENCHMARK)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve string annotations through it
@@ -28,8 +31,11 @@ def load_benchmark():
     return module
 
 
-tp = load_benchmark()  # the command line; its two halves, which it imports from beside it:
-measure, report = sys.modules["throughput_measure"], sys.modules["throughput_report"]
+tp = (
+    load_benchmark()
+)  # the command line; its flags and two halves, which it imports from beside it:
+flags, measure = sys.modules["throughput_args"], sys.modules["throughput_measure"]
+report = sys.modules["throughput_report"]
 
 
 def table_row(text: str, first_cell: str) -> list[str]:
@@ -43,7 +49,7 @@ def table_row(text: str, first_cell: str) -> list[str]:
 
 def test_defaults():
     args, sizes = tp.parse_args([])
-    assert args.scripts == list(measure.SCRIPTS) and len(args.scripts) == 6
+    assert args.scripts == list(flags.SCRIPTS) and len(args.scripts) == 6
     assert (args.game, args.iterations, args.burn_in, args.repeats) == ("Breakout", 5, 1, 1)
     assert args.bounds and args.markdown is None and args.extra_args == ""
     assert (sizes.batch_size, sizes.minibatch_size, sizes.gradient_steps) == (1024, 256, 16)
@@ -89,8 +95,16 @@ def test_script_flags_spellings_and_last_one_wins():
     assert measure.script_flags(rest, sizes) == (sizes(), rest)
 
 
+def test_the_benchmark_knows_every_script_of_cleanrl():
+    """A script added to cleanrl/ is added here too, with the env it steps (one process, or
+    many under torchrun)."""
+    scripts = sorted(p.stem for p in (REPO_ROOT / "cleanrl").glob("ppo_*.py"))
+    assert sorted(flags.KINDS) == scripts
+    assert set(flags.KINDS.values()) <= set(measure.ENV_KINDS)
+
+
 def test_env_ids():
-    ids = {script: measure.env_id_for(script, "Breakout") for script in measure.SCRIPTS}
+    ids = {script: measure.env_id_for(script, "Breakout") for script in flags.SCRIPTS}
     assert ids == {
         "ppo_atari_envpool": "Breakout-v5",
         "ppo_atari": "BreakoutNoFrameskip-v4",
@@ -156,11 +170,15 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, message, capsys):
 
 
 def test_bad_input_from_the_command_line(tmp_path):
-    """Run as a script from another folder (its own checkout's package, installed or not): the line."""
+    """Run as a script from another folder, as the docs show it (`python benchmark/throughput.py`,
+    which edits no import path): the line; and `--help` prints the flags."""
     proc = run_script(["--iterations", "0"], tmp_path, script=BENCHMARK, timeout=120)
     assert proc.returncode == 2, describe(proc)
     assert proc.stderr.splitlines() == ["error: --iterations must be at least 1, got 0"]
     assert proc.stdout == ""
+    proc = run_script(["--help"], tmp_path, script=BENCHMARK, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert "--bound-iterations" in proc.stdout and "--baseline DIR" in proc.stdout
 
 
 # --- arithmetic -----------------------------------------------------------------------------------
