@@ -20,8 +20,7 @@ refused (`PickleCheckpoint`): `python -m cleanrl_utils.convert` converts one you
 The script's state is a dict of what it keeps: objects with `state_dict()`/`load_state_dict()`
 (torch modules and optimizers) are saved and loaded in place, deques likewise, JAX arrays and
 pytrees (a flax `TrainState`, a PRNG key) as NumPy arrays in flax's state-dict form, restored on
-the script's current value as template. When checkpoints are written is
-`cleanrl_utils.run.Run`'s business.
+the script's current value as template. `cleanrl_utils.run.Run` writes them when they are due.
 """
 
 from __future__ import annotations
@@ -63,6 +62,12 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return Path(run_dir) / f"checkpoint_{iteration:07d}.ckpt"
 
 
+def checkpoint_iteration(path: Path) -> int | None:
+    """The iteration of a checkpoint named as a run names it (`checkpoint_path`), else None."""
+    m = CHECKPOINT_NAME.fullmatch(Path(path).name)
+    return int(m[1]) if m and checkpoint_path(".", int(m[1])).name == m[0] else None
+
+
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """The checkpoints a run wrote in `run_dir` (named as `checkpoint_path` names them, regular
     files: reading a FIFO would hang), newest first by iteration (from 10,000,000 the names are
@@ -71,8 +76,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
         paths = list(Path(run_dir).iterdir())
     except OSError:
         return []
-    found = [(int(m[1]), p) for p in paths if (m := CHECKPOINT_NAME.fullmatch(p.name))]
-    found = [(i, p) for i, p in found if checkpoint_path(run_dir, i) == p and p.is_file()]
+    found = [(i, p) for p in paths if (i := checkpoint_iteration(p)) is not None and p.is_file()]
     return [p for _, p in sorted(found, reverse=True)]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from cleanrl_utils.exits import CANNOT_START
 from cleanrl_utils.progress import format_seconds
 from cleanrl_utils.runs import file_name
+from cleanrl_utils.sweeps import launcher_env
 
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PJRT_NPROC")
@@ -145,15 +146,19 @@ class Running:
 
 
 def start_job(job: Job, log: Path, env: Mapping[str, str]) -> Running | Result:
-    """Start a run in its own process group, so that stopping it stops its children too."""
-    with open(log, "wb") as out:
+    """Start a run in its own process group, so that stopping it stops its children too. The run
+    is told this process, its launcher (`cleanrl_utils.sweeps.launcher_env`): a run of
+    `cleanrl/` stops with a checkpoint when this process is gone (killed outright, it could
+    stop no run), instead of training on unsupervised. The log is appended to: the same command
+    with the same log folder continues a stopped run, whose earlier lines stay."""
+    with open(log, "ab") as out:
         try:
             process = subprocess.Popen(
                 shlex.split(job.command),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env={**env, **launcher_env()},
                 start_new_session=True,
             )
         except OSError as e:  # no such program: reported like a shell would

@@ -3,13 +3,19 @@
 `resume_run` is what `cleanrl_utils.run.Run` asks: the run folder, checkpoint and payload, and
 the arguments reconciled with the checkpoint's as a new object (the caller's are not changed).
 What it cannot use is a `RunError` (one `error:` line, exit code 2); a run already finished is one
-with exit code 0."""
+with exit code 0. A run of the launcher's sweep (`cleanrl_utils.sweeps`) started without
+`--resume` continues its sweep's run of the same exp name, env id and seed (`find_sweep_run`):
+rerunning the launcher's command continues the sweep."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
+import fcntl
+import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +30,10 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import value_problem
 from cleanrl_utils.exits import RunError
+from cleanrl_utils.faults import lock_holder
+from cleanrl_utils.run_checkpoints import REWOUND_NAME
 from cleanrl_utils.runs import find_runs, name_problem, read_record, slurm_task
+from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
 
 # Free arguments that say what the run does besides learning: a resume that does not give them
 # carries the checkpoint's on (the resume command a stopped run prints names only the folder)
@@ -53,6 +62,8 @@ FREE_ARGS = CARRIED_ARGS | {
 DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
+# how long a run of a sweep waits for the process still writing its run folder to stop
+FOLDER_WAIT_S = 300.0
 
 
 def games_seed(seed: int, iteration: int) -> int:
@@ -70,7 +81,11 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     before it used), one file (its folder is the run folder: the run writes beside it, whatever
     folder the file's record names), or with `auto` the newest unfinished run
     (`find_unfinished`). Anything else, a checkpoint of the older (pickle) format or a FIFO
-    included, is a `RunError` (one `error:` line, exit code 2)."""
+    included, is a `RunError` (one `error:` line, exit code 2). A run of the launcher's sweep
+    without `--resume`, or with `auto`: its sweep's run (`find_sweep_run`)."""
+    sweep = launcher_run_sweep()
+    if sweep is not None and args.resume in (None, "auto"):
+        return find_sweep_run(args, runs_dir, sweep)
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
@@ -84,6 +99,12 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
         raise RunError(f"--resume {path}: not a checkpoint file (a FIFO, a device or a socket)")
     else:
         raise RunError(f"--resume {path}: no such run folder or checkpoint file")
+    if REWOUND_NAME.fullmatch(folder.resolve().name):  # (resumed there, it would be a new run)
+        raise RunError(
+            f"--resume {path}: {folder} holds checkpoints a rewind set aside, never resumed from "
+            f"where they are; to go on with that line, copy the run folder (cp -a "
+            f"{folder.parent} NEW), move {folder.name}/'s checkpoints into NEW and resume NEW"
+        )
     found = newest_readable(files)
     if found is None:
         raise RunError(f"--resume {path}: no readable checkpoint (see the warnings above)")
@@ -120,6 +141,62 @@ def find_unfinished(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
         file=sys.stderr,
     )
     return None
+
+
+def find_sweep_run(args, runs_dir: Path, sweep: str) -> tuple[Path, Path, dict] | None:
+    """The run of `sweep` with this exp name, env id and seed (config.json's `sweep`; SLURM's
+    job and task do not count: a rerun of the launcher is another job), once no other process
+    writes it (`wait_for_folder`), and its newest readable checkpoint: a stopped run continues,
+    a finished one is over (`resume_run` says so, exit code 0). None, said so, when the sweep
+    has no such run with a checkpoint: a new run starts."""
+    for run_dir in find_runs(runs_dir, args.env_id, args.exp_name, args.seed):
+        record, _ = read_record(run_dir / "config.json")
+        if recorded_sweep(record) != sweep:
+            continue
+        wait_for_folder(run_dir)
+        found = newest_readable(list_checkpoints(run_dir))
+        if found is not None:
+            print(f"sweep {sweep}: its run {run_dir.name} goes on", file=sys.stderr)
+            return (run_dir, *found)
+    print(
+        f"sweep {sweep}: no run of {args.exp_name} on {args.env_id} with seed {args.seed} "
+        f"with a checkpoint under {runs_dir}/ yet; starting a new run",
+        file=sys.stderr,
+    )
+    return None
+
+
+def wait_for_folder(run_dir: Path, timeout_s: float = FOLDER_WAIT_S) -> None:
+    """Waits (up to `timeout_s`) while another process holds `run_dir`'s lock: the run's earlier
+    process, whose launcher is gone, finishes its iteration and writes its checkpoint first.
+    After the wait, a holder that is still there refuses the run when it starts (the lock)."""
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        deadline, said = time.monotonic() + timeout_s, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (given back at once: closed)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return
+            if time.monotonic() > deadline:
+                return
+            if not said:
+                holder = lock_holder(os.fstat(fd).st_ino)
+                print(
+                    f"{run_dir} is still written by process {holder}: waiting for it to write "
+                    f"its checkpoint and stop (up to {timeout_s:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                said = True
+            time.sleep(0.5)
+    finally:
+        os.close(fd)
 
 
 def after_training_due(run_dir: Path, args: dict) -> bool:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -55,6 +56,7 @@ from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.run_checkpoints import KEEP
 from cleanrl_utils.runs import RunName, mark_finished, mark_output_lost, name_problem
+from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
 
 __all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
@@ -94,7 +96,7 @@ class Run:
         if problem := name_problem(args.exp_name, args.env_id):  # (before `--resume auto` looks)
             raise RunError(problem)
         resumed = None
-        if args.resume is not None:
+        if args.resume is not None or launcher_run_sweep() is not None:  # (a sweep's run goes on)
             given = given_flags(args, argv)
             resumed = resume_run(args, self.script, self.runs_dir, given, self.world_size)
         if resumed is None:
@@ -148,6 +150,8 @@ class Run:
 
     def _open(self) -> None:
         try:
+            if self.payload is not None:  # from an older checkpoint than the newest: a rewind
+                run_checkpoints.rewind(self, self._record)
             run_logs.open_folder(
                 self.dir, self.writer, self._record, self.args, self.payload is None
             )
@@ -214,6 +218,12 @@ class Run:
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
         self.iteration_s = time.time() - self._lap_start + self.laps_s
+        if self.stop_signal is None and (launcher := launcher_gone()) is not None:
+            self.say(
+                f"the launcher that started this run (pid {launcher}) is gone: writing a "
+                "checkpoint and stopping, as on SIGTERM (its command, run again, continues it)"
+            )
+            self.stop_signal = signal.SIGTERM  # (what its pool would have sent)
         if self.dist is not None:  # every rank stops after the same iteration
             self.stop_signal = self.dist.agreed_stop(self.stop_signal)
         self.stop_requested = self.stop_signal is not None

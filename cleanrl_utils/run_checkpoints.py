@@ -1,15 +1,19 @@
 """A run's checkpoints as `cleanrl_utils.run.Run` writes them: every `--checkpoint-every`
 iterations, after the last and after a stop signal (the stop's record and line are
-`cleanrl_utils.stops`'), the newest `KEEP` kept (`save`); and a write into the run folder that
-fails, which ends the run in one line (`disk_failed`)."""
+`cleanrl_utils.stops`'), the newest `KEEP` kept (`save`); a run resumed from an older checkpoint
+than its folder's newest, whose later ones are set aside (`rewind`); and a write into the run
+folder that fails, which ends the run in one line (`disk_failed`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import time
 from pathlib import Path
 
 from cleanrl_utils.checkpoint import (
+    checkpoint_iteration,
     checkpoint_path,
     list_checkpoints,
     rng_state,
@@ -17,6 +21,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.faults import disk_failure, folder_gone, kept_after, trim_partial_record
+from cleanrl_utils.runs import fsync_dir
 
 KEEP = 2  # checkpoints kept per run, newest first
 
@@ -60,6 +65,56 @@ def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
     for old in list_checkpoints(run.dir)[KEEP:]:
         old.unlink(missing_ok=True)
     return path
+
+
+REWOUND = "rewound_to_{iteration:07d}"  # the folder of the checkpoints a rewind sets aside
+REWOUND_NAME = re.compile(r"rewound_to_\d+(\.\d+)?")  # (`.2`, ...: a second rewind there)
+
+
+def rewind(run, record: dict) -> None:
+    """A run resumed from a checkpoint older than its folder's newest (`--resume
+    runs/RUN/checkpoint_N.ckpt`, or a damaged newest passed over) continues from there: that is
+    the run's line from now on. Each checkpoint of a later iteration, of the line it abandons, is
+    set aside, never deleted and never resumed from: moved into the run folder's
+    `rewound_to_{N}/` (`.2`, ... when that is taken) with the model file that line saved, and
+    the rewind recorded in `record` (config.json's `rewinds`; a `finished` of that line is void).
+    TensorBoard drops the abandoned line's later steps itself (the writer's purge step, flushed
+    here first)."""
+    iteration = run.payload["iteration"]
+    later = [p for p in list_checkpoints(run.dir) if checkpoint_iteration(p) > iteration]
+    if not later:
+        return
+    model = run.dir / f"{run.args.exp_name}.cleanrl_model"  # (`cleanrl_utils.after_training`)
+    moved = [*later, model] if model.is_file() else later
+    run.writer.open()  # (its purge step on disk before the line it purges is set aside)
+    run.writer.flush()
+    folder = run.dir / REWOUND.format(iteration=iteration)
+    for n in range(2, 1000):
+        if not folder.exists():
+            break
+        folder = run.dir / f"{REWOUND.format(iteration=iteration)}.{n}"
+    folder.mkdir()
+    for path in moved:
+        os.replace(path, folder / path.name)
+    fsync_dir(folder)
+    fsync_dir(run.dir)
+    if not isinstance(record.get("rewinds"), list):
+        record["rewinds"] = []
+    record["rewinds"].append(
+        {
+            "to_iteration": iteration,
+            "global_step": run.payload["global_step"],
+            "from_iteration": checkpoint_iteration(later[0]),
+            "set_aside": [f"{folder.name}/{p.name}" for p in moved],
+            "time": time.time(),
+        }
+    )
+    record["finished"] = None  # (the abandoned line's: this line has its steps to do)
+    names = ", ".join(p.name for p in moved)
+    run.say(
+        f"rewound to iteration {iteration}: the run goes on from there; the later line it "
+        f"abandons ({names}) is kept in {folder}/, never resumed from"
+    )
 
 
 def disk_failed(run, what: str, exc: OSError) -> None:

@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cleanrl_utils.sweeps import current_sweep, tuner_trial
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -224,25 +226,10 @@ def slurm_task() -> dict | None:
     return task or None
 
 
-TUNER_VARIABLE = "CLEANRL_TUNER"  # set by `cleanrl_utils.tuner`: the study and trial of a run
-
-
-def tuner_trial() -> dict | None:
-    """The tuner's study and trial this run belongs to (a JSON object in CLEANRL_TUNER), None
-    for a run started by hand."""
-    text = os.environ.get(TUNER_VARIABLE)
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"unreadable": text}
-    return value if isinstance(value, dict) else {"unreadable": text}
-
-
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
-    typed (and where), the code version, the machine, the SLURM task, the tuner's trial."""
+    typed (and where), the code version, the machine, the SLURM task, the sweep the launcher or
+    the tuner started it in (`cleanrl_utils.sweeps`), the tuner's trial."""
     record = {
         "run_name": run_name,
         "args": dataclasses.asdict(args),
@@ -253,6 +240,7 @@ def run_record(args, run_name: str) -> dict:
         "platform": platform.platform(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
+        "sweep": current_sweep(),  # None: started by hand
         "finished": None,  # when the steps after training are done too (`mark_finished`)
     }
     tuner = tuner_trial()
@@ -301,7 +289,7 @@ def resumed_record(config_path: Path, record: dict) -> dict:
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
-    keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
+    keys = ("command", "cwd", "git", "start_time", "slurm", "sweep", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
     if original.get("run_name") != record["run_name"]:
         resumes[-1]["run_name_was"] = original.get("run_name")

@@ -7,6 +7,7 @@ tests/test_slurm.py runs real smoke-size training runs through the launcher on a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from logs_testing import read_scalars
 
 from cleanrl_utils import benchmark, exits
 
@@ -310,6 +312,75 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
     assert signal.getsignal(signal.SIGINT) is before  # the caller's Ctrl-C handler is back
 
 
+def folder_writer(run_dir: Path) -> int | None:
+    """The PID of the process that holds `run_dir`'s lock (a run training in it), None if none."""
+    from cleanrl_utils.faults import lock_holder
+
+    holder = lock_holder(os.stat(run_dir).st_ino)
+    return int(holder) if holder.isdigit() else None
+
+
+def test_a_launcher_killed_outright_leaves_no_run_training_and_its_command_continues_the_sweep(
+    tmp_path,
+):
+    """`kill -9` of the launcher: its running run finds it gone at the end of its iteration,
+    writes a checkpoint and stops (config.json records the stop); the same command again skips
+    the finished run, continues the stopped one in its folder and starts the one never started,
+    each seed's run once, every step logged once, and ends with the report of this sweep."""
+    (tmp_path / "slow").touch()  # (tests/sweep_run.py: an iteration takes 0.1 s while it exists)
+    command = [
+        sys.executable, "-m", "cleanrl_utils.benchmark", "--env-ids", "Breakout-v5",
+        "--num-seeds", "3", "--workers", "1", "--log-dir", "logs", "--no-auto-tag",
+        "--command", f"{shlex.quote(sys.executable)} {REPO / 'tests' / 'sweep_run.py'}",
+    ]  # fmt: skip
+    seed_2_log = tmp_path / "logs" / "Breakout-v5__seed2.log"
+    launcher = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    orphan = None
+    try:
+        deadline = time.monotonic() + 60
+        while "logging to" not in (seed_2_log.read_text() if seed_2_log.exists() else ""):
+            assert time.monotonic() < deadline and launcher.poll() is None, "seed 2 never started"
+            time.sleep(0.05)
+        (run_2,) = tmp_path.glob("runs/*__2__*")
+        orphan = folder_writer(run_2)
+        launcher.kill()  # kill -9: it can stop nothing
+        launcher.communicate()
+        deadline = time.monotonic() + 15
+        while folder_writer(run_2) is not None:  # the run ends by itself: its launcher is gone
+            assert time.monotonic() < deadline, "the run trains on without its launcher"
+            time.sleep(0.05)
+        orphan = None
+    finally:
+        if orphan is not None:
+            os.kill(orphan, signal.SIGKILL)
+    stopped = json.loads((run_2 / "config.json").read_text())
+    assert stopped["stopped"]["signal"] == "SIGTERM" and stopped["finished"] is None
+    assert "is gone: writing a checkpoint and stopping" in seed_2_log.read_text()
+    assert "exiting with code 75" in seed_2_log.read_text()
+    sweep = stopped["sweep"]
+    assert sweep.startswith("sweep_run-")
+
+    (tmp_path / "slow").unlink()
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (run_1,) = tmp_path.glob("runs/*__1__*")
+    assert f"[skip]   Breakout-v5 seed 1: finished in runs/{run_1.name}/" in again.stdout
+    assert "2 of 2 runs succeeded" in again.stdout
+    assert again.stdout.splitlines()[-1] == (
+        f"report of this sweep: python -m cleanrl_utils.report runs --sweep {sweep}"
+    )
+    log = seed_2_log.read_text()  # (both lives of the run, the first one's kept)
+    assert log.index("is gone: writing a checkpoint") < log.index(f"sweep {sweep}: its run")
+    assert f"sweep {sweep}: its run {run_2.name} goes on" in log
+    runs = sorted(tmp_path.glob("runs/*"))
+    assert [r.name.split("__")[2] for r in runs] == ["1", "2", "3"]  # each seed once
+    for run in runs:
+        config = json.loads((run / "config.json").read_text())
+        assert config["sweep"] == sweep and config["finished"], run
+    steps = [step for step, _ in read_scalars(run_2, files=2)["charts/SPS"]]
+    assert steps == list(range(8, 8 * 400 + 1, 8))  # every iteration once, across the stop
+
+
 # ---------------------------------------------------------------------------------------------
 # Autotag
 
@@ -391,6 +462,9 @@ def test_every_placeholder_is_rendered(tmp_path, monkeypatch):
         "nodes=[#SBATCH --nodes=3]\n"
         "thread_limits=[export OMP_NUM_THREADS=5 MKL_NUM_THREADS=5 OPENBLAS_NUM_THREADS=5 "
         "PJRT_NPROC=5]\n"
+        # the script, and a digest of the command, env ids and seeds: the same for the same
+        # command (a new version of the launcher must find the runs an older one started)
+        "sweep=[train-37b390c3]\n"
     )
 
 

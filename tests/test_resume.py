@@ -358,6 +358,62 @@ def test_report_reads_a_resumed_run_once(finished_run, tmp_path):
     assert list(run.steps) == [step for step, _ in tensorboard]
 
 
+SWEEP_RUN = REPO_ROOT / "tests" / "sweep_run.py"  # a real run whose iterations only log
+
+
+def test_a_resume_from_an_older_checkpoint_rewinds_the_run_for_every_later_resume(tmp_path):
+    """A finished run of 60 iterations keeps checkpoints 40 and 60; `--resume
+    runs/RUN/checkpoint_0000040.ckpt`, then SIGTERM a few iterations on: checkpoint 60 is set
+    aside (kept, named), config.json records the rewind and voids `finished`; `--resume auto`
+    (a SLURM requeue's) then continues the new line to the end, and the report and TensorBoard
+    draw each step once: the abandoned steps after 40 nowhere. (It was: 40 deleted by the stop,
+    60 kept and resumed from, the run "already finished".)"""
+    from cleanrl_utils.report import load_run
+
+    budget = ["--total-timesteps", "480", "--checkpoint-every", "20"]  # 60 iterations of 8
+    first = run_script(budget, tmp_path, script=SWEEP_RUN)
+    assert first.returncode == 0, describe(first)
+    (run,) = run_dirs(tmp_path)
+    assert [p.name for p in list_checkpoints(run)] == [
+        "checkpoint_0000060.ckpt",
+        "checkpoint_0000040.ckpt",
+    ]
+    abandoned = (run / "checkpoint_0000060.ckpt").read_bytes()
+
+    (tmp_path / "slow").touch()  # (sweep_run.py: 0.1 s an iteration)
+    older = Path("runs", run.name, "checkpoint_0000040.ckpt")
+    proc = start_script(["--resume", older], tmp_path, script=SWEEP_RUN)
+    wait_for_output(proc, b"rewound to iteration 40: the run goes on from there", stream=1)
+    time.sleep(1.0)  # (a few iterations of the new line)
+    proc.send_signal(signal.SIGTERM)
+    stopped = finish_script(proc)
+    assert stopped.returncode == CHECKPOINT_EXIT, describe(stopped)
+    kept = list_checkpoints(run)
+    at = read_checkpoint(kept[0])["iteration"]
+    assert 40 < at < 60 and [p.name for p in kept[1:]] == ["checkpoint_0000040.ckpt"]
+    assert (run / "rewound_to_0000040" / "checkpoint_0000060.ckpt").read_bytes() == abandoned
+    config = json.loads((run / "config.json").read_text())
+    (rewind,) = config["rewinds"]
+    assert (rewind["from_iteration"], rewind["to_iteration"]) == (60, 40)
+    assert rewind["set_aside"] == ["rewound_to_0000040/checkpoint_0000060.ckpt"]
+    assert config["finished"] is None and config["stopped"]["signal"] == "SIGTERM"
+
+    (tmp_path / "slow").unlink()
+    again = run_script(["--resume", "auto"], tmp_path, script=SWEEP_RUN)
+    assert again.returncode == 0, describe(again)
+    assert f"the newest unfinished run is {run.name}" in again.stderr, describe(again)
+    assert json.loads((run / "config.json").read_text())["finished"]
+    assert run_dirs(tmp_path) == [run]
+    # each step once, each from the process that logged it on the run's line (its return: the
+    # iteration it started at); the first process's steps after 40 are drawn nowhere
+    lines = [1.0] * 40 + [41.0] * (at - 40) + [float(at + 1)] * (60 - at)
+    report = load_run(run, running_minutes=10, now=time.time())
+    assert list(report.steps) == list(range(8, 481, 8)) and list(report.returns) == lines
+    assert report.status == "finished"
+    tensorboard = read_scalars(run, files=3)["charts/episodic_return"]
+    assert tensorboard == list(zip(range(8, 481, 8), lines))
+
+
 def wait_for_output(proc, text: bytes, stream: int = 0, timeout: float = 300) -> None:
     """Waits until `proc` has written `text` (stream 0: stdout, 1: stderr)."""
     deadline, fd = time.time() + timeout, proc.output_files[stream].fileno()

@@ -11,6 +11,7 @@ import random
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -33,9 +34,10 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError
-from cleanrl_utils.faults import release_run_folder
-from cleanrl_utils.resume import games_seed, given_flags
+from cleanrl_utils.faults import lock_run_folder, release_run_folder
+from cleanrl_utils.resume import games_seed, given_flags, wait_for_folder
 from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
+from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, launcher_env, launcher_gone
 
 
 @pytest.fixture(autouse=True)
@@ -994,3 +996,117 @@ def test_the_advice_after_a_failed_write_fits_its_cause(tmp_path):
     for code in (errno.EACCES, errno.EROFS):  # (a permission, a file system mounted read-only)
         assert "intact: make the folder writable (or mount it read-write)" in advice[code]
     assert advice[errno.ENOENT].startswith("the run folder is gone (deleted, moved or unmounted)")
+
+
+# -- a rewind, and a sweep's runs -----------------------------------------------------------------
+
+
+def test_a_resume_from_an_older_checkpoint_makes_it_the_runs_line_for_every_later_resume(
+    tmp_path, capsys
+):
+    """Checkpoints 2 and 4 in the folder, `--resume runs/RUN/checkpoint_0000002.ckpt`, stopped
+    at 3: checkpoint 4 and the model file are set aside (kept, named, never chosen), config.json
+    says the run was rewound from 4 to 2, the folder (the printed resume command) and `--resume
+    auto` continue from 3, and the report draws the abandoned steps after 2 nowhere."""
+    from cleanrl_utils.report.runlogs import load_run
+
+    run = open_run(tmp_path, checkpoint_every=2)
+    run.restore({})
+    for iteration in (1, 2, 3, 4):  # the line that will be abandoned: returns 100 and up
+        run.writer.add_scalar("charts/episodic_return", 100.0 + iteration, 8 * iteration)
+        run.end_iteration(iteration, 8 * iteration, [], {"x": iteration})
+    run.finish()
+    abandoned = (run.dir / "checkpoint_0000004.ckpt").read_bytes()
+    model = run.dir / f"{run.args.exp_name}.cleanrl_model"  # (the abandoned line's --save-model)
+    model.write_bytes(b"the model of iteration 4")
+    resumed = open_run(tmp_path, resume=str(run.dir / "checkpoint_0000002.ckpt"))
+    assert resumed.restore({"x": 0}) == {"x": 2} and resumed.start_iteration == 3
+    resumed.writer.add_scalar("charts/episodic_return", 1.0, 24)
+    os.kill(os.getpid(), signal.SIGTERM)
+    resumed.end_iteration(3, 24, [], {"x": 3})
+    assert resumed.finish() == CHECKPOINT_EXIT
+
+    names = [p.name for p in list_checkpoints(run.dir)]
+    assert names == ["checkpoint_0000003.ckpt", "checkpoint_0000002.ckpt"]
+    set_aside = run.dir / "rewound_to_0000002"
+    assert (set_aside / "checkpoint_0000004.ckpt").read_bytes() == abandoned
+    assert (set_aside / model.name).read_bytes() == b"the model of iteration 4"
+    assert not model.exists()
+    assert "rewound to iteration 2: the run goes on from there" in capsys.readouterr().err
+    (rewind,) = json.loads((run.dir / "config.json").read_text())["rewinds"]
+    assert (rewind["from_iteration"], rewind["to_iteration"], rewind["global_step"]) == (4, 2, 16)
+    assert rewind["set_aside"] == [
+        "rewound_to_0000002/checkpoint_0000004.ckpt",
+        f"rewound_to_0000002/{model.name}",
+    ]
+    for resume in (str(run.dir), "auto"):
+        again = Run(torch_script.Args(resume=resume, **SMALL), SCRIPT, runs_dir=str(tmp_path))
+        assert (again.dir, again.start_iteration) == (run.dir, 4)
+    for resume in (set_aside, set_aside / "checkpoint_0000004.ckpt"):  # (not in place)
+        with pytest.raises(RunError, match="holds checkpoints a rewind set aside"):
+            Run(torch_script.Args(resume=str(resume), **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    log = load_run(run.dir, 10.0, time.time())
+    assert list(log.steps) == [8, 16, 24] and list(log.returns) == [101.0, 102.0, 1.0]
+    assert log.last_step == 24
+
+
+def test_a_run_of_a_sweep_records_it_and_goes_on_with_its_sweeps_run_only(
+    tmp_path, monkeypatch, capsys
+):
+    """CLEANRL_SWEEP (the launcher's): config.json's `sweep`; a run of the sweep started without
+    `--resume` continues the sweep's stopped run of its exp, env id and seed (from another SLURM
+    job too: the launcher run again), says that a finished one is done (exit code 0), and never
+    takes another sweep's run or one started by hand."""
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    monkeypatch.setenv(SWEEP_VARIABLE, "sweep-a")
+    stopped = stopped_run(tmp_path)
+    assert json.loads((stopped.dir / "config.json").read_text())["sweep"] == "sweep-a"
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "200")  # the launcher's command run again
+    goes_on = Run(torch_script.Args(**SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert (goes_on.name, goes_on.start_iteration) == (stopped.name, 2)
+    assert f"sweep sweep-a: its run {stopped.name} goes on" in capsys.readouterr().err
+    monkeypatch.setenv(SWEEP_VARIABLE, "sweep-b")
+    other = Run(torch_script.Args(resume="auto", **SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert other.start_iteration == 1 and other.name != stopped.name
+    assert "sweep sweep-b: no run of ppo_atari_envpool" in capsys.readouterr().err
+    monkeypatch.delenv(SWEEP_VARIABLE)
+    by_hand = Run(torch_script.Args(**SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert by_hand.start_iteration == 1  # (no sweep, no --resume: a new run, as ever)
+
+    monkeypatch.setenv(SWEEP_VARIABLE, "sweep-c")
+    done = finished_run(tmp_path)
+    with pytest.raises(SystemExit) as exit_info, entry_point():
+        Run(torch_script.Args(**SMALL), SCRIPT, runs_dir=str(tmp_path))
+    assert exit_info.value.code == 0
+    assert f"run {done.name} has already finished" in capsys.readouterr().out
+
+
+def test_a_run_whose_launcher_is_gone_checkpoints_and_stops_at_the_end_of_its_iteration(
+    tmp_path, monkeypatch, capsys
+):
+    """CLEANRL_LAUNCHER (`PID:START`, set by the pool): a launcher with another start time (its
+    PID reused since) is gone as surely as one with no process."""
+    monkeypatch.setenv(LAUNCHER_VARIABLE, launcher_env()[LAUNCHER_VARIABLE])  # this process
+    run = open_run(tmp_path, checkpoint_every=0)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    assert not run.stop_requested and launcher_gone() is None
+    monkeypatch.setenv(LAUNCHER_VARIABLE, f"{os.getpid()}:1")  # the same PID, started at boot
+    run.end_iteration(2, 16, [], {})
+    assert run.stop_requested and run.finish() == CHECKPOINT_EXIT
+    assert read_checkpoint(list_checkpoints(run.dir)[0])["iteration"] == 2
+    assert json.loads((run.dir / "config.json").read_text())["stopped"]["signal"] == "SIGTERM"
+    err = capsys.readouterr().err
+    assert f"the launcher that started this run (pid {os.getpid()}) is gone" in err
+
+
+def test_a_sweeps_run_waits_for_its_earlier_process_to_stop_before_going_on(tmp_path, capsys):
+    run = stopped_run(tmp_path)
+    held = lock_run_folder(run.dir)  # (the earlier process, writing its last checkpoint)
+    threading.Timer(1.0, release_run_folder, [held]).start()
+    started = time.monotonic()
+    wait_for_folder(run.dir)
+    assert 0.9 < time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert f"{run.dir} is still written by process {os.getpid()}: waiting" in err

@@ -257,13 +257,13 @@ def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster
         assert second[5:] == ["--env-id", "Breakout-v5", "--seed", str(seed), "--resume", "auto"]
 
 
-def submit_array(cluster: SlurmCluster, cwd: Path, command: str) -> str:
+def submit_array(cluster: SlurmCluster, cwd: Path, command: str, *flags: str) -> str:
     """Submit one array task of `command` on Breakout-v5 with seed 1; returns the job id."""
     result = subprocess.run(
         [
             sys.executable, "-m", "cleanrl_utils.benchmark", "--no-auto-tag",
             "--env-ids", "Breakout-v5", "--num-seeds", "1", "--workers", "1",
-            "--command", command, *TEMPLATE_FLAGS["cpu"],
+            "--command", command, *TEMPLATE_FLAGS["cpu"], *flags,
         ],
         cwd=cwd, env=cluster.env, capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -283,10 +283,10 @@ def wait_until(ready, what: str, cluster: SlurmCluster, timeout: float = 180):
 
 
 def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
-    """Two array jobs in one folder with the same script, env id and seed (the same sweep
-    submitted twice, or two variants with the same exp_name), both stopped (SIGUSR1, as before a
-    time limit) and requeued: each task resumes its own run, not the newest run of that env id
-    and seed, which is the second job's."""
+    """Two array jobs in one folder with the same script, env id and seed (the same command
+    submitted twice as two sweeps, `--sweep`; the same command as one sweep continues its runs
+    instead), both stopped (SIGUSR1, as before a time limit) and requeued: each task resumes its
+    own run, not the newest run of that env id and seed, which is the second job's."""
     command = (
         f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
         "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
@@ -300,7 +300,7 @@ def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     try:
         jobs.append(submit_array(cluster, tmp_path, command))
         (first_run,) = wait_until(checkpointed, "checkpoint of the first job", cluster)
-        jobs.append(submit_array(cluster, tmp_path, command))
+        jobs.append(submit_array(cluster, tmp_path, command, "--sweep", "the-second"))
         wait_until(lambda: len(checkpointed()) == 2, "checkpoint of the second job", cluster)
         (second_run,) = set(checkpointed()) - {first_run}
         for job in jobs:

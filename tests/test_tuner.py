@@ -151,6 +151,9 @@ def test_two_tuners_share_a_study_and_complete_every_trial_once(shared_study):
     tags = sorted(c["tuner"]["trial"] for c in configs.values())
     assert tags == sorted(t.number for t in trials), "a trial ran twice, or a run is missing"
     assert {c["tuner"]["study"] for c in configs.values()} == {"shared"}
+    (sweep,) = {c["sweep"] for c in configs.values()}  # the study is one sweep, either tuner's
+    report = f"report of the study's runs: python -m cleanrl_utils.report runs --sweep {sweep}"
+    assert all(proc.stdout.splitlines()[-1] == report for proc in procs)  # their last line
     for t in trials:
         (run,) = t.user_attrs["runs"].values()
         assert configs[Path(run["dir"]).name]["args"]["learning_rate"] == pytest.approx(
@@ -560,7 +563,8 @@ def test_a_trial_s_parameters_become_the_script_s_flags():
 def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
     from dataclasses import dataclass
 
-    from cleanrl_utils.runs import TUNER_VARIABLE, run_record
+    from cleanrl_utils.runs import run_record
+    from cleanrl_utils.sweeps import TUNER_VARIABLE
 
     @dataclass
     class Args:
@@ -570,6 +574,8 @@ def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkey
     assert "tuner" not in run_record(Args(), "run")
     monkeypatch.setenv(TUNER_VARIABLE, json.dumps({"study": "s", "trial": 3}))
     assert run_record(Args(), "run")["tuner"] == {"study": "s", "trial": 3}
+    monkeypatch.setenv(TUNER_VARIABLE, json.dumps({"study": "s", "trial": 3, "sweep": "s-1"}))
+    assert run_record(Args(), "run")["sweep"] == "s-1"  # (the study's: the report's --sweep)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,6 +706,52 @@ def test_a_trial_whose_tuner_was_killed_before_it_saw_the_run_folder_resumes_tha
         Path("runs", orphan.name)
     )
     assert waiting.user_attrs["resumes"] == 0 and study.trials[0].user_attrs["interrupted"]
+
+
+def test_a_tuner_killed_outright_leaves_no_run_training_and_the_next_one_resumes_it(tmp_path):
+    """`kill -9` of a tuner while its trial's run trains (tests/sweep_run.py, a real run whose
+    iterations only log): the run finds its tuner gone at the end of its iteration, writes a
+    checkpoint and stops; the same tuner command resumes it in its folder, every step once."""
+    from logs_testing import read_scalars
+
+    from cleanrl_utils.faults import lock_holder
+
+    (tmp_path / "slow").touch()  # (an iteration takes 0.1 s while it exists; seed 2: 400)
+    args = [
+        "--script", str(REPO_ROOT / "tests" / "sweep_run.py"), "--env-ids", "Breakout-v5",
+        "--param", "num-steps=categorical:8", "--num-trials", "1", "--start-seed", "2",
+        "--pruner", "none", "--storage", "sqlite:///tuner.db", "--study-name", "killed",
+        "--metric-last-n-average-window", "4",
+    ]  # fmt: skip
+    proc = start_script(args, tmp_path, module="cleanrl_utils.tuner")
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
+        assert proc.poll() is None and time.monotonic() < deadline, describe(finish_script(proc))
+        time.sleep(0.1)
+    (run,) = (tmp_path / "runs").iterdir()
+    proc.kill()  # kill -9: it can stop nothing
+    finish_script(proc)
+    deadline = time.monotonic() + 30
+    while (holder := lock_holder(run.stat().st_ino)) != "unknown":  # the run ends by itself
+        if time.monotonic() > deadline:
+            os.kill(int(holder), signal.SIGKILL)
+            raise AssertionError("the run trains on without its tuner")
+        time.sleep(0.1)
+    config = json.loads((run / "config.json").read_text())
+    assert config["stopped"]["signal"] == "SIGTERM" and list_checkpoints(run)
+    (log,) = (tmp_path / "tuner_logs" / "killed").glob("trial_0000/*.log")
+    assert "the launcher that started this run (pid" in log.read_text()
+
+    (tmp_path / "slow").unlink()
+    again = run_script(args, tmp_path, module="cleanrl_utils.tuner", timeout=300)
+    assert again.returncode == 0, describe(again)
+    assert "[trial 1] start Breakout-v5 seed 2 (resumed)" in again.stdout, describe(again)
+    assert list((tmp_path / "runs").iterdir()) == [run]
+    config = json.loads((run / "config.json").read_text())
+    assert config["finished"] and config["sweep"] == config["resumes"][0]["sweep"]
+    assert again.stdout.splitlines()[-1].endswith(f"--sweep {config['sweep']}")
+    steps = [step for step, _ in read_scalars(run, files=2)["charts/SPS"]]
+    assert steps == list(range(8, 8 * 400 + 1, 8))  # every iteration once, across the stop
 
 
 def test_trials_md_marks_a_resumed_trial_and_trials_png_draws_the_interrupted_one(

@@ -18,12 +18,16 @@ from cleanrl_utils.benchmark.common import (
     env_id_problem,
     make_jobs,
     print_summary,
+    print_sweep_end,
+    skip_finished,
+    sweep_of,
     tagged_env,
 )
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
 from cleanrl_utils.checks import check_output_folder, fail, parse_args
 from cleanrl_utils.exits import INTERRUPTED
+from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 
 
 def check_args(args: Args) -> None:
@@ -51,6 +55,8 @@ def check_args(args: Args) -> None:
             fail(f"--{flag.replace('_', '-')} must be positive, got {value}")
     if args.slurm_ntasks <= 0:
         fail(f"--slurm-ntasks must be positive, got {args.slurm_ntasks}")
+    if args.sweep is not None and (problem := sweep_problem(args.sweep)):
+        fail(problem)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,12 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         check_output_folder(log_dir, "--log-dir")  # (exit code 74)
     jobs = make_jobs(args)
 
-    env = dict(os.environ)
+    sweep = sweep_of(args)
+    env = {**os.environ, SWEEP_VARIABLE: sweep}  # (each run records it, and goes on with it)
+    # a pool started this launcher: its runs are told this one (the local pool), and a SLURM
+    # task on another node could never see that process, so would stop at once
+    env.pop(LAUNCHER_VARIABLE, None)
     if args.auto_tag:
         tag = autotag()
         env = tagged_env(env, tag)
         print(f"autotag: WANDB_TAGS={env['WANDB_TAGS']}" if tag else "autotag: no git tag found")
 
+    print(f"sweep: {sweep} (each run records it; this command again continues its runs)")
     print("======= commands to run:")
     print("\n".join(job.command for job in jobs), flush=True)
 
@@ -77,7 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers == 0:
         print("not running the commands: --workers is 0")
         return 0
+    jobs = skip_finished(jobs, sweep)  # (a stopped run goes on: the script finds it)
+    if not jobs:
+        print("======= every run of this sweep has finished: nothing to do")
+        print_sweep_end(sweep)
+        return 0
     pool = run_pool(jobs, args.workers, log_dir, threads_per_run=args.threads_per_run, env=env)
+    code = INTERRUPTED if pool.interrupted else print_summary(pool.results)
     if pool.interrupted:
-        return INTERRUPTED
-    return print_summary(pool.results)
+        print("the same command continues the sweep: its stopped runs go on, none twice")
+    print_sweep_end(sweep)
+    return code

@@ -1,6 +1,6 @@
-"""What the local pool and the SLURM array share: the flags, the sweep's jobs, how a run's end is
-reported and the W&B tag. A job, its process and how it ended are the base module
-`cleanrl_utils.pool`'s."""
+"""What the local pool and the SLURM array share: the flags, the sweep's jobs and id, its runs
+already finished, how a run's end is reported and the W&B tag. A job, its process and how it
+ended are the base module `cleanrl_utils.pool`'s."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cleanrl_utils.exits import FAILED
 from cleanrl_utils.pool import Job, Result, log_tail
+from cleanrl_utils.runs import read_record
+from cleanrl_utils.sweeps import launcher_sweep_id, recorded_sweep, report_command
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
 # gymnasium's env id grammar, `[namespace/]name[-vN]` (EnvPool's ids are a subset): the ids a
 # script could ever accept, whatever is installed; a name does not start with `.`
 ENV_ID_SYNTAX = re.compile(r"(?:[\w:-]+/)?[\w:-][\w:.-]*")
 MAX_ENV_ID = 100
+RUNS_DIR = Path("runs")  # where the scripts write their runs (relative to the working folder)
 
 
 def env_id_problem(env_id: str) -> str | None:
@@ -61,6 +65,40 @@ class Args:
     """the nodes of each array task (`{{nodes}}` becomes `#SBATCH --nodes=N`; nothing when unset)"""
     slurm_wait: bool = False
     """wait for the array to finish and report each task's state and exit code, as the local pool does"""
+    sweep: str | None = None
+    """the sweep's id, recorded in each run's config.json (`--sweep ID` of the report); default: one derived from --command, --env-ids and the seeds, so that the same command again continues its sweep"""
+
+
+def sweep_of(args: Args) -> str:
+    """The sweep's id: `--sweep`, else derived from what defines the sweep."""
+    seeds = range(args.start_seed, args.start_seed + args.num_seeds)
+    return args.sweep or launcher_sweep_id(args.command, args.env_ids, seeds)
+
+
+def finished_runs(runs_dir: Path, sweep: str) -> dict[tuple[str, int], Path]:
+    """The runs of `sweep` under `runs_dir` whose config.json records them finished (their steps
+    after training done), by env id and seed."""
+    found = {}
+    for config in sorted(Path(runs_dir).glob("*/config.json")):
+        record, _ = read_record(config)
+        args = (record or {}).get("args")
+        if recorded_sweep(record) == sweep and record.get("finished") and isinstance(args, dict):
+            found[str(args.get("env_id")), args.get("seed")] = config.parent
+    return found
+
+
+def skip_finished(jobs: list[Job], sweep: str, runs_dir: Path = RUNS_DIR) -> list[Job]:
+    """The jobs whose run `sweep` has not finished under `runs_dir`; one line for each other."""
+    done = finished_runs(runs_dir, sweep)
+    for job in jobs:
+        if (job.env_id, job.seed) in done:
+            print(f"[skip]   {job.name}: finished in {done[job.env_id, job.seed]}/")
+    return [job for job in jobs if (job.env_id, job.seed) not in done]
+
+
+def print_sweep_end(sweep: str, runs_dir: Path = RUNS_DIR) -> None:
+    """The launcher's last line: the report of exactly this sweep's runs."""
+    print(f"report of this sweep: {report_command(sweep, str(runs_dir))}", flush=True)
 
 
 def make_jobs(args: Args) -> list[Job]:

@@ -14,7 +14,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.benchmark.common import PROG, Args, print_summary, report_failure
+from cleanrl_utils.benchmark.common import (
+    PROG,
+    Args,
+    print_summary,
+    print_sweep_end,
+    report_failure,
+    sweep_of,
+)
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import FAILED, INTERRUPTED, USAGE_ERROR, StopRequest
 from cleanrl_utils.pool import Job, Result, thread_limits
@@ -44,6 +51,7 @@ def template_values(args: Args, jobs: list[Job]) -> dict[str, str | None]:
             if cpus_per_task
             else None
         ),
+        "sweep": sweep_of(args),  # (exported to the runs: see `cleanrl_utils.sweeps`)
     }
 
 
@@ -130,6 +138,8 @@ def local_command(args: Args) -> str:
         flags += ["--log-dir", args.log_dir]
     if args.threads_per_run is not None:
         flags += ["--threads-per-run", str(args.threads_per_run)]
+    if args.sweep is not None:
+        flags += ["--sweep", args.sweep]
     return " ".join([PROG, *map(shlex.quote, flags)])
 
 
@@ -266,6 +276,6 @@ def run_slurm(args: Args, jobs: list[Job], env: dict) -> int:
     print(f"  watch:  squeue --jobs {job_id}")
     print(f"  logs:   {log_pattern(text, job_id)}")
     print(f"  cancel: scancel {job_id}", flush=True)
-    if args.slurm_wait:
-        return wait_for_array(job_id, jobs)
-    return 0
+    code = wait_for_array(job_id, jobs) if args.slurm_wait else 0
+    print_sweep_end(values["sweep"])
+    return code

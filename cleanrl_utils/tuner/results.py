@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 
 from cleanrl_utils.report.tables import markdown_table
 from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.sweeps import report_command
 from cleanrl_utils.tuner.state import Settings, TrialRecord
 
 HEADER = ["trial", "state", "objective", "flags", "runs", "note"]
@@ -198,6 +199,7 @@ def print_best(settings: Settings, study):
     print(summary(study), end="")
     if not complete:
         print("no trial completed")
+        print(f"report of the study's runs: {report_command(s.sweep, str(s.runs_dir))}")
         return None
     best = study.best_trial
     flags = [*s.script_args, *TrialRecord.of(best).flags]
@@ -208,6 +210,6 @@ def print_best(settings: Settings, study):
     print(
         f"  benchmark: python -m cleanrl_utils.benchmark --env-ids {env_ids} --num-seeds 3 "
         f"--workers 1 --command {shlex.quote(command)}",
-        flush=True,
     )
+    print(f"report of the study's runs: {report_command(s.sweep, str(s.runs_dir))}", flush=True)
     return best

@@ -18,6 +18,7 @@ from typing import Any
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import USAGE_ERROR
+from cleanrl_utils.sweeps import sweep_id
 from cleanrl_utils.tuner.scores import Normalizer
 
 
@@ -60,6 +61,13 @@ class Settings:
     runs_dir: Path  # where the scripts write their run folders
     run_prefix: str  # a trial's runs are `--exp-name {run_prefix}-trial{number}`
     run_env: Mapping[str, str]  # the runs' environment (thread limits, W&B group)
+
+    @property
+    def sweep(self) -> str:
+        """The study's sweep: every trial's runs record it (config.json's `sweep`), the same for
+        every tuner of the study, so that `python -m cleanrl_utils.report runs --sweep ID` reads
+        exactly the study's runs."""
+        return sweep_id(self.run_prefix, {"study": self.study_name})
 
 
 def run_key(env_id: str, seed: int) -> str:

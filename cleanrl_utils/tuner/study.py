@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from cleanrl_utils.checks import folder_problem
 from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, StopRequest
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
+from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
 from cleanrl_utils.tuner.space import as_flags, check_flags, fixed_flag_names, probe_script
@@ -198,6 +199,7 @@ class Tuner:
         self.threads_per_run = threads_per_run or max(1, usable_cpus() // workers)
         self.start_seed = start_seed
         run_env = {**os.environ, **thread_limits(self.threads_per_run)}
+        run_env.pop(SWEEP_VARIABLE, None)  # (a trial's runs are the study's sweep, no other's)
         if wandb_kwargs:
             run_env["WANDB_RUN_GROUP"] = study_name
         self.settings = Settings(
@@ -306,7 +308,8 @@ class Tuner:
         if stop.requested:
             print(
                 f"======= interrupted: {len(active)} trials stopped with checkpoints; the same "
-                "command continues the study (they resume)",
+                "command continues the study (they resume)\nreport of the study's runs: "
+                f"{report_command(s.sweep, str(s.runs_dir))}",
                 flush=True,
             )
             raise SystemExit(INTERRUPTED)

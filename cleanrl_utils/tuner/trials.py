@@ -25,7 +25,8 @@ from cleanrl_utils.pool import (
     start_job,
 )
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.runs import TUNER_VARIABLE, RunName, find_runs
+from cleanrl_utils.runs import RunName, find_runs
+from cleanrl_utils.sweeps import TUNER_VARIABLE
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 from cleanrl_utils.tuner.state import RunRecord, Settings, TrialRecord
 
@@ -108,6 +109,7 @@ class TrialRun:
             run.dir = None
             command += ["--exp-name", self.exp_name]
         tag = {"study": t.study_name, "trial": self.trial.number, "storage": t.storage_text}
+        tag["sweep"] = t.sweep  # (config.json's `sweep`: the study's runs, for the report)
         env = {**t.run_env, TUNER_VARIABLE: json.dumps(tag)}
         log = self.log_dir / log_name(run.env_id, run.seed)
         log.parent.mkdir(parents=True, exist_ok=True)
