@@ -43,6 +43,7 @@ import optax  # noqa: E402
 import tyro  # noqa: E402
 from flax.training.train_state import TrainState  # noqa: E402
 
+from cleanrl_utils import protocols  # noqa: E402
 from cleanrl_utils.checkpoint import read_checkpoint, restored_value  # noqa: E402
 from cleanrl_utils.scripts import load_script  # noqa: E402
 
@@ -84,8 +85,8 @@ def lockstep(args: Options, report=print) -> list[dict]:
     args.num_iterations = args.total_timesteps // args.batch_size
     key = jax.random.PRNGKey(args.seed)
     key, agent_key, rollout_key = jax.random.split(key, 3)
-    envs_a = loop.make_env(args.env_id, args.num_envs, args.seed, args.max_episode_steps)
-    envs_b = scan.make_env(args.env_id, args.num_envs, args.seed, args.max_episode_steps)
+    envs_a = loop.make_env(args.env_id, args.num_envs, args.seed, **protocols.settings(args))
+    envs_b = scan.make_env(args.env_id, args.num_envs, args.seed, **protocols.settings(args))
     agent = loop.Agent(envs_a.action_space.n)
 
     def schedule(count):  # the scripts' linear_schedule

@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cleanrl_utils import machine, protocols
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -242,15 +244,19 @@ def tuner_trial() -> dict | None:
 
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
-    typed (and where), the code version, the machine, the SLURM task, the tuner's trial."""
+    typed (and where), the code version, the machine and the package versions, the SLURM task,
+    the tuner's trial, and the protocol of the games (`cleanrl_utils.protocols`; the device the
+    agent trains on is added once the script has built it: `run_logs.record_device`)."""
     record = {
         "run_name": run_name,
+        "protocol": protocols.record(args),
         "args": dataclasses.asdict(args),
         "command": list(sys.argv),
         "cwd": os.getcwd(),
         "git": git_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "packages": machine.packages(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
         "finished": None,  # when the steps after training are done too (`mark_finished`)
@@ -301,7 +307,8 @@ def resumed_record(config_path: Path, record: dict) -> dict:
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
-    keys = ("command", "cwd", "git", "start_time", "slurm", "tuner")
+    original.setdefault("protocol", record["protocol"])  # (a run begun before it was recorded)
+    keys = ("command", "cwd", "git", "packages", "start_time", "slurm", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
     if original.get("run_name") != record["run_name"]:
         resumes[-1]["run_name_was"] = original.get("run_name")
