@@ -41,9 +41,13 @@ def write_record(run_dir: Path, record: dict) -> None:
 def record_device(record: dict, device: dict | None, resumed: bool) -> None:
     """Puts into `record` (config.json) the device the run trains on (`machine.device_of`: where
     the script put its agent, whatever `--cuda` asked for); a resumption's, which may be another
-    machine's, goes into its entry of `resumes`."""
+    machine's, goes into its entry of `resumes`. A new run's `args.cuda` says whether it trained
+    on a GPU: `--cuda` is on by default, and a record of `"cuda": true` from a machine without
+    one would say what did not happen (the command line, also recorded, says what was asked)."""
     entry = record["resumes"][-1] if resumed and record.get("resumes") else record
     entry["device"] = device
+    if not resumed and device is not None and "cuda" in record.get("args", {}):
+        record["args"]["cuda"] = device["type"] in ("cuda", "gpu")
 
 
 def config_record(args, name: str, run_dir: Path, resumed: bool) -> dict:

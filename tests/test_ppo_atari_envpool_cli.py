@@ -114,6 +114,7 @@ def test_user_known_smoke_command_runs(smoke_run, long_eval_run):
     assert "dirty" in config["git"]
     assert config["protocol"] == {"name": "published", **PUBLISHED}  # 108,000 agent steps
     assert config["device"]["type"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert config["args"]["cuda"] is torch.cuda.is_available()  # (--cuda is on by default)
     assert {"torch", "envpool", "numpy"} <= set(config["packages"])
 
     scalars = read_scalars(run_dir)

@@ -186,8 +186,7 @@ def test_the_full_action_space_gives_the_network_18_outputs_on_every_game(name):
         for full, actions in ((False, minimal), (True, 18)):
             envs = script.make_env(game_id, 1, 1, full_action_space=full)
             assert envs.single_action_space.n == actions, (game, full)
-            if full and game == "Pong":  # (the network takes its size from the env's actions)
-                assert script.Agent(envs).actor.out_features == 18
+            assert script.Agent(envs).actor.out_features == actions, (game, full)
             envs.close()
 
 
@@ -282,10 +281,12 @@ def test_config_json_records_the_protocol_packages_and_device_and_the_evaluation
         assert record["protocol"] == {"name": "machado", **MACHADO}
         for name in ("torch", "envpool", "ale-py", "gymnasium", "numpy"):
             assert record["packages"][name] == metadata.version(name)
-        # `--cuda` is on by default; the device is the one the agent is on
-        assert record["args"]["cuda"] is True
+        # `--cuda` is on by default; the device is the one the agent is on, and `cuda` says it
+        assert args.cuda is True
         assert record["device"]["framework"] == "torch"
-        assert record["device"]["type"] == ("cuda" if torch.cuda.is_available() else "cpu")
+        assert record["device"]["type"] == "cpu"  # (the agent above is on the CPU)
+        assert record["args"]["cuda"] is False
+        assert record["device"]["name"]
         for iteration in range(1, args.num_iterations + 1):
             run.end_iteration(iteration, iteration * args.batch_size, [], state)
         finish_training(run, lambda path: None, lambda **games: [3.0, 4.0])
