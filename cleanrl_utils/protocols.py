@@ -109,7 +109,7 @@ def record(args, script: str | None = None) -> dict | None:
 
 
 def describe(protocol: dict) -> str:
-    """One line for a person: `machado (repeat_action_probability=0.25, ...)`."""
+    """One line for a person: `the machado protocol (repeat_action_probability=0.25, ...)`."""
     values = ", ".join(f"{name}={protocol[name]}" for name in SETTINGS)
     return f"the {protocol['name']} protocol ({values})"
 

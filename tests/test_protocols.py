@@ -364,3 +364,36 @@ def test_a_jax_model_file_records_the_protocol_and_a_file_without_one_is_publish
     assert protocols.record({"env_id": "BreakoutNoFrameskip-v4"}, "ppo_atari")["name"] == (
         "published"
     )
+
+
+def test_a_resumed_run_keeps_its_protocol_and_refuses_another(tmp_path, capsys):
+    script = load_script("ppo_atari_envpool")
+
+    def start(argv):
+        args = dataclasses.replace(parse_args(script.Args, argv), **SMALL)
+        run = Run(args, script.__file__, tmp_path, argv)
+        run.args.batch_size = run.args.num_envs * run.args.num_steps
+        run.args.minibatch_size = run.args.batch_size // run.args.num_minibatches
+        run.args.num_iterations = run.args.total_timesteps // run.args.batch_size
+        return run
+
+    argv = ["--protocol", "machado", "--checkpoint-every", "1"]
+    with start(argv) as run:
+        run.start()
+        state = {"agent": torch.nn.Linear(2, 2), "avg_returns": deque(maxlen=20)}
+        run.restore(state)
+        run.end_iteration(1, run.args.batch_size, [], state)  # (1 of 5: a checkpoint, unfinished)
+    # resumed without --protocol: the checkpoint's settings, not the defaults
+    argv = ["--resume", str(run.dir)]
+    with start(argv) as resumed:
+        assert resumed.protocol == MACHADO and resumed.args.protocol == "machado"
+    record = json.loads((run.dir / "config.json").read_text())
+    assert record["protocol"] == {"name": "machado", **MACHADO}
+    # another protocol, or a setting of another one, for the same run: one error line, exit 2
+    for argv in (["--protocol", "published"], ["--repeat-action-probability", "0.0"]):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc, entry_point():
+            start(["--resume", str(run.dir), *argv])
+        assert exc.value.code == 2
+        (error,) = capsys.readouterr().err.strip().splitlines()
+        assert error.startswith("error: --resume: the checkpoint was made with"), error
