@@ -244,7 +244,7 @@ FLOORS = {
     "base": [
         "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
-        "torchrun", "hub_auth",
+        "torchrun", "hub_auth", "protocols", "machine",
     ],
     "lifecycle": [
         "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",
