@@ -39,6 +39,7 @@ import optax
 import tyro
 from flax.training.train_state import TrainState
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checkpoint import read_checkpoint, restored_value
 from cleanrl_utils.scripts import load_script
 
@@ -80,8 +81,8 @@ def lockstep(args: Options, report=print) -> list[dict]:
     args.num_iterations = args.total_timesteps // args.batch_size
     key = jax.random.PRNGKey(args.seed)
     key, agent_key, rollout_key = jax.random.split(key, 3)
-    envs_a = loop.make_env(args.env_id, args.num_envs, args.seed, args.max_episode_steps)
-    envs_b = scan.make_env(args.env_id, args.num_envs, args.seed, args.max_episode_steps)
+    envs_a = loop.make_env(args.env_id, args.num_envs, args.seed, **protocols.settings(args))
+    envs_b = scan.make_env(args.env_id, args.num_envs, args.seed, **protocols.settings(args))
     agent = loop.Agent(envs_a.action_space.n)
 
     def schedule(count):  # the scripts' linear_schedule

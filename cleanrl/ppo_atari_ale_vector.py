@@ -61,8 +61,18 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
     """the id of the environment: an ALE Atari id, as ALE spells it (`ALE/Breakout-v5`) or as EnvPool does (`Breakout-v5`)"""
+    protocol: str | None = None
+    """`machado`: all five settings below as Machado et al. (2018), `published`: as the published runs (the defaults); none: as given (docs/protocols.md)"""
+    repeat_action_probability: float = 0.0
+    """sticky actions: the probability that the emulator repeats the previous action instead of this one, each frame (Machado: 0.25)"""
+    full_action_space: bool = False
+    """the network chooses among all 18 actions of the Atari console, not the game's minimal set (Machado: on)"""
+    episodic_life: bool = True
+    """a lost life ends the training episode (the game goes on, the next step presses FIRE); with --no-episodic-life only a game over does (Machado)"""
+    noop_max: int = 30
+    """a game starts with up to noop_max no-op frames at random (ALE's count); 0: none (Machado)"""
     max_episode_steps: int = 108_000
-    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 is the Machado et al. protocol (docs/ppo_atari_ale_vector.md)"""
+    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 (108,000 frames) in Machado et al.'s protocol"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -105,17 +115,19 @@ class Args:
     """the number of iterations: total_timesteps // batch_size"""
 
 
-def make_env(env_id, num_envs, seed, max_episode_steps=108_000, render_mode=None, **kwargs):
+def make_env(env_id, num_envs, seed, max_episode_steps=108_000, episodic_life=True, **kwargs):
     # ALE's C++ vector env does the DeepMind preprocessing itself: no-op starts, frame skip 4 with
-    # max-pooling, FIRE on reset, 84x84 grayscale, a stack of 4 frames; no sticky actions. A lost
-    # life ends the training episode (`terminated`), the next step presses FIRE, rewards are clipped
-    # to their sign and `info["reward"]` keeps the raw score: EnvPool's conventions.
+    # max-pooling, FIRE on reset, 84x84 grayscale, a stack of 4 frames. `kwargs`: the protocol's
+    # other settings (the published ones by default: docs/protocols.md). With episodic life a lost
+    # life ends the training episode (`terminated`) and the next step presses FIRE; rewards are
+    # clipped to their sign and `info["reward"]` keeps the raw score: EnvPool's conventions.
+    kwargs = dict(repeat_action_probability=0.0, noop_max=30) | kwargs
     kwargs |= dict(max_num_frames_per_episode=max_episode_steps * 4, reward_clipping=False)
-    kwargs |= dict(repeat_action_probability=0.0)
+    render_mode = kwargs.pop("render_mode", None)
     make = partial(AtariVectorEnv, atari_wrappers.ale_game(env_id), num_envs, **kwargs)
     envs = make() if render_mode is None else atari_wrappers.VectorRenderTwin(make(), make)
     envs.reset(seed=seed)
-    return atari_wrappers.VectorEpisodicLife(envs)
+    return atari_wrappers.VectorEpisodicLife(envs, episodic_life)
 
 
 class EpisodeStatistics:
@@ -335,7 +347,7 @@ if __name__ == "__main__":
         device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
         # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-        envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
+        envs = make_env(args.env_id, args.num_envs, run.games_seed, **run.protocol)
 
         agent = Agent(envs).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)

@@ -58,8 +58,18 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
     """the id of the environment (an EnvPool Atari id)"""
+    protocol: str | None = None
+    """`machado`: all five settings below as Machado et al. (2018), `published`: as the published runs (the defaults); none: as given (docs/protocols.md)"""
+    repeat_action_probability: float = 0.0
+    """sticky actions: the probability that the emulator repeats the previous action instead of this one, each frame (Machado: 0.25)"""
+    full_action_space: bool = False
+    """the network chooses among all 18 actions of the Atari console, not the game's minimal set (Machado: on)"""
+    episodic_life: bool = True
+    """a lost life ends the training episode (the game goes on, EnvPool presses FIRE); with --no-episodic-life only a game over does (Machado)"""
+    noop_max: int = 30
+    """a game starts with 0 to noop_max - 1 no-op frames at random (EnvPool's count); 0: none (Machado)"""
     max_episode_steps: int = 108_000
-    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 is the Machado et al. protocol (docs/ppo_atari_envpool.md)"""
+    """a game is cut (truncated) after this many agent steps: 108,000 as in the published runs; 27,000 (108,000 frames) in Machado et al.'s protocol"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -115,11 +125,13 @@ def configure_jax(args):
     os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")
 
 
-def make_env(env_id, num_envs, seed, max_episode_steps=108_000, **kwargs):
+def make_env(env_id, num_envs, seed, **kwargs):
     # EnvPool does the DeepMind preprocessing itself: no-op starts, frame skip 4 with max-pooling,
-    # FIRE on reset, 84x84 grayscale, a stack of 4 frames. A lost life ends the training episode
-    # (`terminated`) and rewards are clipped to their sign; `info["reward"]` keeps the raw score.
-    kwargs |= dict(max_episode_steps=max_episode_steps, episodic_life=True, reward_clip=True)
+    # FIRE on reset, 84x84 grayscale, a stack of 4 frames. `kwargs`: the protocol's settings (the
+    # published ones by default: docs/protocols.md). With episodic life a lost life ends the
+    # training episode (`terminated`); rewards are clipped to their sign, `info["reward"]` is raw.
+    kwargs = dict(max_episode_steps=108_000, episodic_life=True, noop_max=30) | kwargs
+    kwargs |= dict(noop_max=max(kwargs["noop_max"], 1), reward_clip=True)  # (EnvPool's 1: none)
     return envpool.make_gym(env_id, num_envs=num_envs, seed=seed, **kwargs)
 
 
@@ -427,7 +439,7 @@ if __name__ == "__main__":
         key, agent_key, rollout_key = jax.random.split(key, 3)
 
         # env setup: a resumed run starts new games (emulators cannot be saved), with a new seed
-        envs = make_env(args.env_id, args.num_envs, run.games_seed, args.max_episode_steps)
+        envs = make_env(args.env_id, args.num_envs, run.games_seed, **run.protocol)
 
         agent = Agent(envs.action_space.n)
         obs_shape = envs.observation_space.shape

@@ -64,6 +64,18 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment (a gymnasium Atari id without frame skip)"""
+    protocol: str | None = None
+    """`machado`: all five settings below as Machado et al. (2018), `published`: as the published runs (the defaults); none: as given (docs/protocols.md)"""
+    repeat_action_probability: float = 0.0
+    """sticky actions: the probability that the emulator repeats the previous action instead of this one, each frame (Machado: 0.25)"""
+    full_action_space: bool = False
+    """the network chooses among all 18 actions of the Atari console, not the game's minimal set (Machado: on)"""
+    episodic_life: bool = True
+    """a lost life ends the training episode (the game goes on, FIRE is pressed); with --no-episodic-life only a game over does (Machado)"""
+    noop_max: int = 30
+    """a game starts with 1 to noop_max no-op frames at random; 0: none (Machado)"""
+    max_episode_steps: int = 27_000
+    """a game is cut (truncated) after this many agent steps: 27,000 (ALE's 108,000 frames) as in the published runs and in Machado et al.'s protocol"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -116,16 +128,17 @@ class Args:
 
 def make_env(env_id, num_envs, seed, async_envs=False, video_dir=None, **kwargs):
     """`num_envs` games, env i seeded with seed + i, each reset in the step that ends its episode."""
+    noop_max, episodic_life, kwargs = atari_wrappers.protocol_settings(**kwargs)
 
     def thunk(idx):
         record = video_dir is not None and idx == 0
         env = gym.make(env_id, **({"render_mode": "rgb_array"} | kwargs if record else kwargs))
         env = gym.wrappers.RecordEpisodeStatistics(env)  # sees every frame: the real game score
-        env = atari_wrappers.NoopReset(env, noop_max=30)
+        env = atari_wrappers.NoopReset(env, noop_max=noop_max)
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)
         if record:
             env = atari_wrappers.RecordGames(env, video_dir)
-        env = atari_wrappers.EpisodicLife(env)
+        env = atari_wrappers.EpisodicLife(env) if episodic_life else env
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = atari_wrappers.FireReset(env)
         env = gym.wrappers.TransformReward(env, np.sign)
@@ -351,7 +364,9 @@ if __name__ == "__main__":
         # rank r's envs are envs r * local_num_envs... of one process's num_envs (env i: seed + i)
         video_dir = f"videos/{run.name}" if args.capture_video and dist.is_main else None
         games_seed = run.games_seed + dist.rank * args.local_num_envs
-        envs = make_env(args.env_id, args.local_num_envs, games_seed, args.async_envs, video_dir)
+        envs = make_env(
+            args.env_id, args.local_num_envs, games_seed, args.async_envs, video_dir, **run.protocol
+        )
 
         agent = Agent(envs).to(device)
         dist.broadcast_parameters(agent)  # every rank starts from rank 0's network

@@ -7,9 +7,10 @@ import nothing of it."""
 
 from __future__ import annotations
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate, jax_eval
-from cleanrl_utils.evals.common import with_training_env
+from cleanrl_utils.evals.common import evaluation_seed, with_training_env
 from cleanrl_utils.evals.files import save_jax_model, save_torch_model
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
 
@@ -38,11 +39,12 @@ def finish_training(run, save, evaluate) -> None:
     """What a script does after training, with its own `save(path)` (writes the model file) and
     `evaluate(env_id=, eval_episodes=, seed=, video_dir=)` (plays the games, returns their
     scores): with `--save-model`, writes `{run.dir}/{exp_name}.cleanrl_model`; with
-    `--save-model` or `--capture-video`, plays `--eval-episodes` games with a new seed
-    (`seed + 1`), recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's
-    score as `eval/episodic_return`; with `--upload-model` (which implies both), then pushes the
-    run to the Hugging Face Hub (`push_after_training`). Nothing after a stop signal: the run is
-    not over."""
+    `--save-model` or `--capture-video`, plays `--eval-episodes` games under the run's protocol
+    with a new seed (`evaluation_seed`: `seed + 1`, which the evaluator takes by default),
+    recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's score as
+    `eval/episodic_return` at the run's last step; with `--upload-model` (which implies both),
+    then pushes the run to the Hugging Face Hub (`push_after_training`). Nothing after a stop
+    signal: the run is not over."""
     args = run.args
     upload = getattr(args, "upload_model", False)
     if run.stop_requested or not (args.save_model or args.capture_video or upload):
@@ -50,15 +52,17 @@ def finish_training(run, save, evaluate) -> None:
     if args.save_model or upload:
         save(run.dir / f"{args.exp_name}.cleanrl_model")
     video_dir = f"videos/{run.name}" if args.capture_video or upload else None
-    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {args.seed + 1}")
+    seed, protocol = evaluation_seed(args.seed), protocols.record(args)
+    under = f", under {protocols.describe(protocol)}" if protocol else ""
+    print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {seed}{under}")
     episodic_returns = evaluate(
         env_id=args.env_id,
         eval_episodes=args.eval_episodes,
-        seed=args.seed + 1,
+        seed=seed,
         video_dir=video_dir,
     )
-    for idx, episodic_return in enumerate(episodic_returns):
-        run.writer.add_scalar("eval/episodic_return", episodic_return, idx)
+    for episodic_return in episodic_returns:  # (the games of the model of the run's last step)
+        run.writer.add_scalar("eval/episodic_return", episodic_return, run.global_step)
     if upload:
         push_after_training(run, episodic_returns, video_dir)
 

@@ -19,7 +19,21 @@ import numpy as np
 
 gym.register_envs(ale_py)
 
-NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set
+NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set, and in the full one
+FRAMES_PER_STEP = 4  # the gymnasium scripts' frame skip (`MaxAndSkipObservation`)
+
+
+def protocol_settings(
+    noop_max=30, episodic_life=True, max_episode_steps=27_000, **make_kwargs
+) -> tuple[int, bool, dict]:
+    """The protocol's settings (`cleanrl_utils.protocols`; the published ones by default) as the
+    gymnasium scripts' `make_env` uses them: `noop_max` for `NoopReset`, `episodic_life` for
+    `EpisodicLife`, and gym.make's keyword arguments: the sticky actions and the action set as
+    they are (ALE's own names), the time limit in emulator frames (27,000 agent steps: ALE's
+    default of 108,000 frames, as in the published runs; ALE's `max_num_frames_per_episode`, when
+    given, counts single frames), and anything else given (`render_mode`)."""
+    frames = max_episode_steps * FRAMES_PER_STEP
+    return noop_max, episodic_life, dict(max_num_frames_per_episode=frames) | make_kwargs
 
 
 def step_in_reset(env, action):
@@ -33,7 +47,8 @@ def step_in_reset(env, action):
 
 
 class NoopReset(gym.Wrapper):
-    """Start each game with 1 to `noop_max` no-op frames, so that games start in different states."""
+    """Start each game with 1 to `noop_max` no-op frames, so that games start in different states;
+    `noop_max=0`: none (Machado et al.'s protocol, where sticky actions give the randomness)."""
 
     def __init__(self, env, noop_max=30):
         super().__init__(env)
@@ -41,7 +56,8 @@ class NoopReset(gym.Wrapper):
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
-        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
+        noops = self.unwrapped.np_random.integers(1, self.noop_max + 1) if self.noop_max else 0
+        for _ in range(noops):
             obs, _, terminated, truncated, info = self.env.step(NOOP)
             if terminated or truncated:  # a game the agent did not play: nothing to report
                 obs, info = self.env.reset()
@@ -194,10 +210,13 @@ class VectorEpisodicLife(gym.vector.VectorWrapper):
     step and `FireReset` do: games such as Breakout wait for FIRE, which a new agent would take
     long to find. That step, like the one after a game over, is not the agent's. Rewards are
     clipped to their sign; `info["terminated"]` marks the real game over and `info["reward"]`
-    keeps the raw score, as EnvPool reports them."""
+    keeps the raw score, as EnvPool reports them. With `episodic_life=False` (Machado et al.'s
+    protocol) only the rewards and `info` are so: a lost life is not a termination and nothing
+    presses FIRE after it (the agent must, as with EnvPool's `episodic_life=False`)."""
 
-    def __init__(self, env):
+    def __init__(self, env, episodic_life: bool = True):
         super().__init__(env)
+        self.episodic_life = episodic_life
         action_set = list(env.unwrapped.ale.get_action_set())
         self.fire = action_set.index(ale_py.Action.FIRE) if ale_py.Action.FIRE in action_set else 0
 
@@ -212,6 +231,7 @@ class VectorEpisodicLife(gym.vector.VectorWrapper):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         # (a new game's lives go up; a life lost at the time limit is a truncation, as in EnvPool)
         self.life_lost = (info["lives"] < self.lives) & ~terminated & ~truncated
+        self.life_lost &= self.episodic_life
         self.lives = info["lives"]
         info |= dict(reward=reward, terminated=terminated)
         return obs, np.sign(reward).astype(np.float32), terminated | self.life_lost, truncated, info

@@ -44,13 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import output, run_checkpoints, run_logs, stops
+from cleanrl_utils import output, protocols, run_checkpoints, run_logs, stops
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
 from cleanrl_utils.exits import STOP_SIGNALS, RunError, hold_stops, stop_code
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.hub_auth import upload_problem
+from cleanrl_utils.machine import device_of
 from cleanrl_utils.process_state import ProcessState
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import games_seed, given_flags, resume_run
@@ -95,9 +96,8 @@ class Run:
     def _resolve(self, args, argv: list[str]) -> None:
         if problem := name_problem(args.exp_name, args.env_id):  # (before `--resume auto` looks)
             raise RunError(problem)
-        resumed = None
+        resumed, given = None, given_flags(args, argv)
         if args.resume is not None or launcher_run_sweep() is not None:  # (a sweep's run goes on)
-            given = given_flags(args, argv)
             resumed = resume_run(args, self.script, self.runs_dir, given, self.world_size)
         if resumed is None:
             self.args = copy.copy(args)
@@ -106,6 +106,10 @@ class Run:
         else:
             self.args, self.payload = resumed.args, resumed.payload
             self.dir, self.name, self.runs_dir = resumed.dir, resumed.name, resumed.dir.parent
+        if problem := protocols.protocol_problem(self.args, given):  # (as reconciled)
+            raise RunError(problem)
+        self.args = protocols.resolved(self.args)  # --protocol machado: its five settings
+        self.protocol = protocols.settings(self.args)  # what the script's make_env takes
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
@@ -158,6 +162,12 @@ class Run:
         except OSError as exc:
             run_checkpoints.disk_failed(self, "config.json and the TensorBoard event file", exc)
 
+    def _write_record(self) -> None:
+        try:
+            run_logs.write_record(self.dir, self._record)
+        except OSError as exc:
+            run_checkpoints.disk_failed(self, "config.json", exc)
+
     def restore(self, state: dict) -> dict:
         """A resumed run: every entry of `state` as checkpointed (objects loaded in place, other
         values replaced in the dict), the global RNGs as they were, and the step counter and
@@ -166,6 +176,10 @@ class Run:
         does not fit). A new run: nothing changes. Returns `state`."""
         stops.stop_before_training(self)
         self.start_time = time.time()
+        if self.rank == 0:  # config.json: the device the script put the agent on
+            run_logs.record_device(self._record, device_of(state), self.payload is not None)
+            if self.payload is None:  # (a resumed run's is written below, once checked)
+                self._write_record()
         if self.payload is not None:
             saved = self.payload["state"]
             rngs = self.payload.get("ranks_rng", [self.payload["rng"]])

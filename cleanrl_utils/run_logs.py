@@ -26,12 +26,28 @@ def open_folder(run_dir: Path, writer, record: dict, args, new: bool) -> None:
     writes that a crash or a full disk cut short. A failed write raises its `OSError`."""
     for tmp in remove_temp_files(run_dir):
         print(f"removed {tmp}, left by a write that did not finish", file=sys.stderr)
-    atomic_write_bytes(run_dir / "config.json", json.dumps(record, indent=2).encode())
+    write_record(run_dir, record)
     writer.open()
     if new:
         writer.add_text("hyperparameters", hyperparameter_table(args))
         git = record["git"]
         writer.add_text("git_commit", f"{git['commit']} (dirty: {git['dirty']})")
+
+
+def write_record(run_dir: Path, record: dict) -> None:
+    atomic_write_bytes(run_dir / "config.json", json.dumps(record, indent=2).encode())
+
+
+def record_device(record: dict, device: dict | None, resumed: bool) -> None:
+    """Puts into `record` (config.json) the device the run trains on (`machine.device_of`: where
+    the script put its agent, whatever `--cuda` asked for); a resumption's, which may be another
+    machine's, goes into its entry of `resumes`. A new run's `args.cuda` says whether it trained
+    on a GPU: `--cuda` is on by default, and a record of `"cuda": true` from a machine without
+    one would say what did not happen (the command line, also recorded, says what was asked)."""
+    entry = record["resumes"][-1] if resumed and record.get("resumes") else record
+    entry["device"] = device
+    if not resumed and device is not None and "cuda" in record.get("args", {}):
+        record["args"]["cuda"] = device["type"] in ("cuda", "gpu")
 
 
 def config_record(args, name: str, run_dir: Path, resumed: bool) -> dict:
@@ -56,7 +72,11 @@ def start_wandb(args, name: str, record: dict) -> None:
         project=args.wandb_project_name,
         entity=args.wandb_entity,
         sync_tensorboard=True,
-        config={**dataclasses.asdict(args), "git": record["git"]},
+        config={
+            **dataclasses.asdict(args),
+            "git": record["git"],
+            "protocol": record.get("protocol"),
+        },
         name=name,
         id=record["wandb_id"],
         resume="allow",

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cleanrl_utils import machine, protocols
 from cleanrl_utils.sweeps import current_sweep, tuner_trial
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -228,16 +229,20 @@ def slurm_task() -> dict | None:
 
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
-    typed (and where), the code version, the machine, the SLURM task, the sweep the launcher or
-    the tuner started it in (`cleanrl_utils.sweeps`), the tuner's trial."""
+    typed (and where), the code version, the machine and the package versions, the SLURM task,
+    the sweep the launcher or the tuner started it in (`cleanrl_utils.sweeps`), the tuner's trial,
+    and the protocol of the games (`cleanrl_utils.protocols`; the device the agent trains on is
+    added once the script has built it: `run_logs.record_device`)."""
     record = {
         "run_name": run_name,
+        "protocol": protocols.record(args),
         "args": dataclasses.asdict(args),
         "command": list(sys.argv),
         "cwd": os.getcwd(),
         "git": git_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "packages": machine.packages(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "slurm": slurm_task(),
         "sweep": current_sweep(),  # None: started by hand
@@ -289,7 +294,8 @@ def resumed_record(config_path: Path, record: dict) -> dict:
         return record
     original.pop("stopped", None)  # running again
     resumes = original.setdefault("resumes", [])
-    keys = ("command", "cwd", "git", "start_time", "slurm", "sweep", "tuner")
+    original.setdefault("protocol", record["protocol"])  # (a run begun before it was recorded)
+    keys = ("command", "cwd", "git", "packages", "start_time", "slurm", "sweep", "tuner")
     resumes.append({k: record[k] for k in keys if k in record})
     if original.get("run_name") != record["run_name"]:
         resumes[-1]["run_name_was"] = original.get("run_name")

@@ -246,7 +246,7 @@ FLOORS = {
     "base": [
         "output", "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
-        "torchrun", "hub_auth", "sweeps",
+        "torchrun", "hub_auth", "sweeps", "protocols", "machine",
     ],
     "lifecycle": [
         "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",

@@ -313,9 +313,7 @@ def test_the_scripts_cut_games_at_108000_steps_as_the_published_runs():
         assert script.Args().max_episode_steps == 108_000
         default = script.make_env("Breakout-v5", 1, seed=1)  # as the evaluation builds it
         assert default.spec.config.max_episode_steps == 108_000
-        machado = script.make_env(
-            "Breakout-v5", 2, 1, script.Args(max_episode_steps=27_000).max_episode_steps
-        )
+        machado = script.make_env("Breakout-v5", 2, 1, max_episode_steps=27_000)
         assert machado.spec.config.max_episode_steps == 27_000
         default.close(), machado.close()
 
@@ -328,5 +326,5 @@ def test_the_evaluation_plays_with_the_training_runs_time_limit():
         envs = with_training_env(torch_script.make_env, args)("Breakout-v5", 1, 1)
         assert envs.spec.config.max_episode_steps == 27_000
         envs.close()
-    # a gymnasium script's arguments have no such setting: its make_env is used as it is
+    # arguments with none of the protocol's settings: the make_env is used as it is
     assert with_training_env(torch_script.make_env, {"seed": 1}) is torch_script.make_env

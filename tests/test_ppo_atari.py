@@ -40,6 +40,8 @@ from cleanrl.ppo_atari import (
     compute_advantages,
     make_env,
 )
+from cleanrl_utils.evals.files import read_model
+from cleanrl_utils.protocols import MACHADO, published
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -53,11 +55,13 @@ RUNS = {
     "smoke_run": SMOKE,
     # the same run with the envs in a subprocess: same seed, so the same losses
     "async_run": [*SMOKE, "--async-envs"],
-    # 256 steps per env: random Breakout games end after 110-270 steps (env 0's first game is
-    # recorded); then a saved model and two recorded evaluation games
+    # 256 steps per env: random Breakout games end after 110-300 steps (env 0's first game is
+    # recorded); then a saved model and two recorded evaluation games; under Machado et al.'s
+    # protocol (sticky actions, 18 actions, no episodic life, no no-op starts)
     "eval_run": [
         *["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"],
         *["--update-epochs", "1", "--save-model", "--capture-video", "--eval-episodes", "2"],
+        *["--protocol", "machado"],
     ],
 }
 
@@ -220,6 +224,11 @@ def test_user_known_smoke_command_runs(smoke_run):
     assert config["command"][1:] == SMOKE
     assert config["args"]["batch_size"] == 64 and config["args"]["num_iterations"] == 4
     assert config["args"]["async_envs"] is False
+    # the published runs' protocol, ALE's time limit of 108,000 frames; what ran it
+    assert config["protocol"] == {"name": "published", **published("ppo_atari")}
+    assert config["protocol"]["max_episode_steps"] == 27_000
+    assert config["device"]["type"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert {"torch", "gymnasium", "ale-py", "numpy"} <= set(config["packages"])
     scalars = read_scalars(run.run_dir)
     for tag in LOGGED_EVERY_ITERATION:
         assert [step for step, _ in scalars.get(tag, [])] == [64, 128, 192, 256], tag
@@ -248,11 +257,18 @@ def test_save_model_then_evaluate_gives_the_same_games(eval_run):
     assert f"model saved to runs/{run.run_dir.name}/ppo_atari.cleanrl_model" in run.proc.stdout
     in_process = [value for _, value in scalars["eval/episodic_return"]]
     assert len(in_process) == 2
+    assert {step for step, _ in scalars["eval/episodic_return"]} == {512}  # the run's last step
+    machado = {"name": "machado", **MACHADO}
+    assert json.loads((run.run_dir / "config.json").read_text())["protocol"] == machado
+    assert read_model(model).protocol == machado
 
-    # the saved model, evaluated on the same seed (the script evaluates on seed + 1)
-    args = ["--model-path", model.relative_to(run.cwd), "--eval-episodes", "2", "--seed", "2"]
+    # the saved model, evaluated by default on the seed and under the protocol of the run's own
+    # evaluation (seed + 1, the protocol it was trained with): the same games
+    args = ["--model-path", model.relative_to(run.cwd), "--eval-episodes", "2"]
     proc = run_script(args, run.cwd, module="cleanrl_utils.evals")
     assert proc.returncode == 0, describe(proc)
+    said = "games with seed 2 (the run's own evaluation's), under the machado protocol"
+    assert said in proc.stdout and "(the one it was trained with)" in proc.stdout, proc.stdout
     printed = re.findall(r"^eval_episode=\d+, episodic_return=([\d.]+)", proc.stdout, re.M)
     assert [float(r) for r in printed] == in_process
     assert run_dirs(run.cwd) == [run.run_dir]

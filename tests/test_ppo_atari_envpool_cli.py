@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from logs_testing import LOGGED_EVERY_ITERATION, read_scalars, read_texts
 from scripts_testing import (
     PPO_ATARI_ENVPOOL,
@@ -28,6 +29,9 @@ from scripts_testing import (
     run_script,
     start_script,
 )
+
+from cleanrl_utils.evals.files import read_model
+from cleanrl_utils.protocols import MACHADO, PUBLISHED
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -54,11 +58,13 @@ SEED3 = ["--seed", "3", "--num-envs", "8", "--num-steps", "32", "--total-timeste
 TRAINING_RUNS = {
     # the command users know: one iteration of 8 envs x 32 steps, seed 1
     "smoke_run": SMOKE,
-    # 256 steps per env, long enough for a random Breakout game to end (after ~120-180 steps),
-    # then a saved model and two recorded evaluation games; one cheap update epoch
+    # 256 steps per env, long enough for a random Breakout game to end (after ~120-300 steps),
+    # then a saved model and two recorded evaluation games; one cheap update epoch; under Machado
+    # et al.'s protocol (sticky actions, 18 actions, no episodic life, no no-op starts)
     "long_eval_run": [
         *["--num-envs", "4", "--num-steps", "256", "--total-timesteps", "1024"],
         *["--update-epochs", "1", "--save-model", "--capture-video", "--eval-episodes", "2"],
+        *["--protocol", "machado"],
     ],
     "seed3_run_a": SEED3,
     # the same run, tracked with W&B (offline): tracking must not change what is trained
@@ -109,6 +115,10 @@ def test_user_known_smoke_command_runs(smoke_run, long_eval_run):
     assert config["command"][1:] == SMOKE
     assert isinstance(config["git"]["commit"], str) and config["git"]["commit"]
     assert "dirty" in config["git"]
+    assert config["protocol"] == {"name": "published", **PUBLISHED}  # 108,000 agent steps
+    assert config["device"]["type"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert config["args"]["cuda"] is torch.cuda.is_available()  # (--cuda is on by default)
+    assert {"torch", "envpool", "numpy"} <= set(config["packages"])
 
     scalars = read_scalars(run_dir)
     for tag in LOGGED_EVERY_ITERATION:
@@ -143,14 +153,20 @@ def test_save_model_then_evaluate(long_eval_run):
     assert not leftover_temp_files(run_dir)
 
     evals = read_scalars(run_dir).get("eval/episodic_return")
-    assert evals is not None and [step for step, _ in evals] == [0, 1], evals
+    assert evals is not None and [step for step, _ in evals] == [1024, 1024], evals  # the last
     assert_non_negative_integers(evals, "eval/episodic_return")
+    machado = {"name": "machado", **MACHADO}
+    assert json.loads((run_dir / "config.json").read_text())["protocol"] == machado
+    assert read_model(model).protocol == machado
 
     # the run folder stands for its model file; the videos go to a folder of this evaluation's own
     args = ["--model-path", run_dir.relative_to(long_eval_run.cwd), "--eval-episodes", "2"]
     proc = run_script([*args, "--capture-video"], long_eval_run.cwd, module="cleanrl_utils.evals")
     assert proc.returncode == 0, describe(proc)
     assert proc.stdout.startswith(f"runs/{run_dir.name}/{MODEL_FILE}: ppo_atari_envpool on ")
+    assert "under the machado protocol" in proc.stdout and "(the one it was trained with)" in (
+        proc.stdout
+    )
     printed = re.findall(r"^eval_episode=(\d+), episodic_return=([\d.]+)", proc.stdout, re.M)
     assert [int(i) for i, _ in printed] == [0, 1], proc.stdout
     assert all(float(r).is_integer() for _, r in printed), proc.stdout

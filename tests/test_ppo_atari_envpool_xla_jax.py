@@ -14,6 +14,7 @@ per module, and shared by the tests that read them.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -46,6 +47,7 @@ from scripts_testing import (
 from cleanrl import ppo_atari_envpool as torch_script
 from cleanrl import ppo_atari_envpool_xla_jax as loop_script
 from cleanrl import ppo_atari_envpool_xla_jax_scan as scan_script
+from cleanrl_utils.protocols import MACHADO
 
 # the scripts and evaluators started here fork from a process that runs JAX's threads; they
 # exec at once (subprocess's C fork-exec), so Python's generic deadlock warning does not apply
@@ -596,7 +598,11 @@ TRAINING_RUNS = {
     "xla_smoke_tracked": (XLA_JAX, f"{XLA_SMOKE} --track".split()),
     "xla_long": (XLA_JAX, f"{LONG} --checkpoint-every 2".split()),
     "scan_smoke": (XLA_JAX_SCAN, SCAN_SMOKE.split()),
-    "scan_long_video": (XLA_JAX_SCAN, f"{LONG} --capture-video --eval-episodes 2".split()),
+    # under Machado et al.'s protocol (sticky actions, 18 actions, no episodic life, no no-ops)
+    "scan_long_video": (
+        XLA_JAX_SCAN,
+        f"{LONG} --capture-video --eval-episodes 2 --protocol machado".split(),
+    ),
 }
 
 
@@ -716,18 +722,22 @@ def test_save_model_then_evaluate(scan_smoke):
     assert model.is_file()
     assert f"model saved to runs/{run.run_dir.name}/{MODEL_FILE}" in run.proc.stdout
     evals = run.scalars.get("eval/episodic_return")
-    assert evals is not None and [step for step, _ in evals] == list(range(10)), evals
+    # at the run's last step: 5 iterations of 8 x 6 steps
+    assert evals is not None and [step for step, _ in evals] == [240] * 10, evals
     assert all(float(v).is_integer() and v >= 0 for _, v in evals)
     printed = re.findall(r"^eval_episode=(\d+), episodic_return=([\d.]+)", run.proc.stdout, re.M)
     assert [float(r) for _, r in printed] == [v for _, v in evals]
 
-    # the evaluator alone, with the seed the training run evaluated with (seed + 1), plays the
-    # same games: the saved parameters are the trained ones
-    args = ["--model-path", model.relative_to(run.cwd), "--eval-episodes", "2", "--seed", "2"]
+    # the evaluator alone, by default with the seed the training run evaluated with (seed + 1),
+    # plays the same games: the saved parameters are the trained ones
+    args = ["--model-path", model.relative_to(run.cwd), "--eval-episodes", "2"]
     proc = run_script(args, run.cwd, module="cleanrl_utils.evals.jax_eval", timeout=300)
     assert proc.returncode == 0, describe(proc)
     alone = re.findall(r"^eval_episode=(\d+), episodic_return=([\d.]+)", proc.stdout, re.M)
     assert alone == printed[:2], proc.stdout
+    assert "games with seed 2 (the run's own evaluation's), under the published protocol" in (
+        proc.stdout
+    )
     assert re.search(r"mean episodic_return=[\d.]+ \+- [\d.]+ over 2 games", proc.stdout)
 
 
@@ -749,7 +759,9 @@ def test_capture_video_writes_decodable_mp4(scan_long_video):
         reader.close()
     assert set(shapes) == {(210, 160, 3)} and len(shapes) > 10
     assert not (run.run_dir / MODEL_FILE).exists()  # videos without --save-model
-    assert [step for step, _ in run.scalars["eval/episodic_return"]] == [0, 1]
+    assert [step for step, _ in run.scalars["eval/episodic_return"]] == [1024, 1024]
+    config = json.loads((run.run_dir / "config.json").read_text())
+    assert config["protocol"] == {"name": "machado", **MACHADO}
     assert "os.fork()" not in run.proc.stderr  # ffmpeg starts without forking (test_video.py)
 
 

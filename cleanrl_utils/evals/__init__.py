@@ -28,6 +28,7 @@ import torch
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import (
+    evaluation_games,
     evaluation_video_dir,
     parse_eval_args,
     play_games,
@@ -40,7 +41,8 @@ from cleanrl_utils.exits import stops_on_ctrl_c
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
     """The script's agent with the model's weights, in eval mode; exits 2 when they do not fit."""
-    envs = script.make_env(model.args["env_id"], 1, model.args["seed"])
+    make_env = with_training_env(script.make_env, model.args, model.script)  # its action set
+    envs = make_env(model.args["env_id"], 1, model.args["seed"])
     agent = script.Agent(envs).to(device)
     envs.close()
     try:
@@ -72,8 +74,8 @@ def evaluate(
 ) -> list[float]:
     """Play `eval_episodes` whole games in one env, sampling actions from the policy.
 
-    The env is built exactly as in training (a lost life ends the training episode and the env
-    presses FIRE), and each game's score is its real, unclipped score over all lives. A recurrent
+    `make_env` builds the env as in training (`with_training_env`: under the same protocol), and
+    each game's score is its real, unclipped score over all lives. A recurrent
     agent's state starts at zero and is zeroed where an episode ended, as in training. `seed`
     seeds the env and the action sampling (the caller's torch RNG state is left as it was), so
     the same model and seed give the same games. With `video_dir`, every game is written to
@@ -124,14 +126,15 @@ def evaluate_model(model: Model, args) -> list[float]:
 
         episodic_returns = jax_eval.evaluate_model(model, script, args, video_dir)
     else:
+        make_env, seed = evaluation_games(model, script, args)
         device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
         episodic_returns = evaluate(
             torch_agent(model, script, device),
-            with_training_env(script.make_env, model.args),
+            make_env,
             script.EpisodeStatistics,
             env_id=model.args["env_id"],
             eval_episodes=args.eval_episodes,
-            seed=args.seed,
+            seed=seed,
             device=device,
             video_dir=video_dir,
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.runs import RunName, file_env_id
 
@@ -74,13 +75,53 @@ def game_over(episodic_returns: list[float], episodic_return: float, episodic_le
     return None
 
 
-def with_training_env(make_env, args):
-    """The script's `make_env` with the env settings the run was trained with besides the id,
-    count and seed (the EnvPool scripts' `--max-episode-steps`): an evaluation plays the games
-    the agent was trained on. `args`: the run's arguments, a dataclass or a dict."""
-    args = args if isinstance(args, dict) else vars(args)
-    options = {k: args[k] for k in ("max_episode_steps",) if args.get(k) is not None}
+def with_training_env(make_env, args, script: str | None = None):
+    """The script's `make_env` with the protocol's settings the run was trained with
+    (`cleanrl_utils.protocols`): an evaluation plays the games the agent was trained on. `args`:
+    the run's arguments, a dataclass or a dict read from a file (`script`: the name of its
+    script, whose published settings stand for those an older file lacks)."""
+    return with_protocol(make_env, protocols.settings(args, script))
+
+
+def with_protocol(make_env, protocol: dict):
+    """The script's `make_env` with the settings of `protocol` (a `protocols.record`)."""
+    options = {name: protocol[name] for name in protocols.SETTINGS if name in protocol}
     return functools.partial(make_env, **options) if options else make_env
+
+
+def evaluation_seed(seed: int) -> int:
+    """The seed of a run's own evaluation, after training: new games, not its first ones."""
+    return seed + 1
+
+
+def model_protocol(model) -> dict:
+    """The protocol a model was trained under: as its file records it, or (a checkpoint, a file
+    of an older version) as its arguments say."""
+    return model.protocol or protocols.record(model.args, model.script) or {}
+
+
+def evaluation_games(model, script, args):
+    """The games an evaluation (`EvalArgs`) of `model` plays: the script's `make_env` with the
+    settings of the protocol it was trained under, or of `--protocol`, and the seed, that of the
+    run's own evaluation unless `--seed` is given; both said in one line. Exits 2 with one
+    `error:` line when `--protocol` plays another action set than the network's."""
+    trained = model_protocol(model)
+    protocol, said = trained, "the one it was trained with"
+    if args.protocol is not None:
+        protocol = {"name": args.protocol, **protocols.named(args.protocol, script.Args)}
+        said = f"--protocol; it was trained under {trained.get('name', 'published')}"
+        full = protocol["full_action_space"]
+        if trained and full != trained["full_action_space"]:
+            fail(
+                f"--protocol {args.protocol} plays the {'full' if full else 'minimal'} action set, "
+                f"{model.path} was trained on the {'minimal' if full else 'full'} one: its network "
+                "cannot choose among those actions"
+            )
+    seed, seed_said = args.seed, "--seed"
+    if seed is None:
+        seed, seed_said = evaluation_seed(model.args["seed"]), "the run's own evaluation's"
+    print(f"games with seed {seed} ({seed_said}), under {protocols.describe(protocol)} ({said})")
+    return with_protocol(script.make_env, protocol), seed
 
 
 @dataclass
@@ -91,8 +132,10 @@ class EvalArgs:
     """a `.cleanrl_model` file written by a script's `--save-model`, or a checkpoint (`checkpoint_*.ckpt`: the weights of its iteration)"""
     eval_episodes: int = 10
     """the number of games to play"""
-    seed: int = 1
-    """seed of the evaluation environment and of the sampled actions"""
+    seed: int | None = None
+    """seed of the evaluation environment and of the sampled actions (default: the one the run's own evaluation used, its seed + 1: the same games)"""
+    protocol: str | None = None
+    """play under `published` or `machado` settings (docs/protocols.md; the action set must be the network's); default: the protocol the model was trained with"""
     capture_video: bool = False
     """whether to record every game, in a new folder under `--video-dir` named after the model's run"""
     video_dir: str = "videos/eval"
@@ -105,6 +148,8 @@ def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=
     args = parse_args(cls, argv, prog=prog)  # (a bad command line: one `error:` line)
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    if args.protocol is not None and args.protocol not in protocols.NAMES:
+        fail(f"--protocol {args.protocol!r} is not a protocol: one of {', '.join(protocols.NAMES)}")
     return args
 
 

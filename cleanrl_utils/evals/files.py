@@ -24,6 +24,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checkpoint import (
     MAGIC,
     PICKLE_MAGIC,
@@ -56,16 +57,19 @@ class Model:
     weights: dict  # torch: the agent's state_dict; JAX: the parameters in flax's state-dict form
     framework: str  # "torch" or "jax"
     source: str  # "model", or "checkpoint of iteration N"
+    protocol: dict | None = None  # as the model file records it (`protocols.record`)
 
 
 def model_info(script_file: str, args) -> dict:
-    """What a model file says of itself: the script (a path or name) and its arguments (a
-    dataclass or a dict)."""
+    """What a model file says of itself: the script (a path or name), its arguments (a
+    dataclass or a dict) and the protocol of the games it was trained on (`protocols.record`)."""
+    script = Path(script_file).stem
     return {
         "format": FORMAT,
         "version": 1,
-        "script": Path(script_file).stem,
+        "script": script,
         "args": args if isinstance(args, dict) else dataclasses.asdict(args),
+        "protocol": protocols.record(args, script if isinstance(args, dict) else None),
     }
 
 
@@ -127,10 +131,19 @@ def parse_model_bytes(path: Path, raw: bytes) -> Model:
             raise ValueError("not a model file")
         weights, framework = info["params"], "jax"
     script = str(info["script"]).removeprefix("cleanrl.")  # (JAX files before 2: `cleanrl.x`)
-    args = info["args"]
+    args, protocol = info["args"], info.get("protocol")
     if not isinstance(args, dict) or "env_id" not in args:
         raise ValueError("no arguments with an env_id")
-    return Model(Path(path), script, args, weights, framework, "model")
+    if protocol is not None and not (isinstance(protocol, dict) and protocol_fits(protocol)):
+        raise ValueError(f"a protocol of another shape: {protocol!r}"[:200])
+    return Model(Path(path), script, args, weights, framework, "model", protocol)
+
+
+def protocol_fits(protocol: dict) -> bool:
+    """A recorded protocol with a name and the five settings, each of its type."""
+    kinds = dict(name=str, repeat_action_probability=(int, float), full_action_space=bool)
+    kinds |= dict(episodic_life=bool, noop_max=int, max_episode_steps=int)
+    return all(isinstance(protocol.get(key), kind) for key, kind in kinds.items())
 
 
 def args_problem(args: dict, fields: dict | None = None) -> str | None:

@@ -30,6 +30,7 @@ import numpy as np
 from cleanrl_utils import extras
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.common import (
+    evaluation_games,
     evaluation_video_dir,
     parse_eval_args,
     play_games,
@@ -46,7 +47,8 @@ def jax_agent(model: Model, script):
     import flax.serialization
     import jax
 
-    envs = script.make_env(model.args["env_id"], 1, model.args["seed"])
+    make_env = with_training_env(script.make_env, model.args, model.script)  # its action set
+    envs = make_env(model.args["env_id"], 1, model.args["seed"])
     agent = script.Agent(envs.action_space.n)
     obs = np.zeros((1,) + envs.observation_space.shape, np.uint8)
     envs.close()
@@ -83,8 +85,8 @@ def evaluate(
 ) -> list[float]:
     """Play `eval_episodes` whole games in one env, sampling actions from the policy.
 
-    The env is built exactly as in training (a lost life ends the training episode and the env
-    presses FIRE), and each game's score is its real, unclipped score over all lives. `seed`
+    `make_env` builds the env as in training (`with_training_env`: under the same protocol), and
+    each game's score is its real, unclipped score over all lives. `seed`
     seeds the env and the action sampling, so the same model and seed give the same games. With
     `video_dir`, every game is written to `video_dir/eval-episode-{i}.mp4`.
     """
@@ -144,14 +146,15 @@ def evaluate_model(model: Model, script, args, video_dir: Path | None = None) ->
 
         jax.config.update("jax_platforms", "cpu")
     agent, params = jax_agent(model, script)
+    make_env, seed = evaluation_games(model, script, args)
     return evaluate(
         agent,
         params,
-        with_training_env(script.make_env, model.args),
+        make_env,
         script.EpisodeStatistics,
         env_id=model.args["env_id"],
         eval_episodes=args.eval_episodes,
-        seed=args.seed,
+        seed=seed,
         video_dir=video_dir,
     )
 
