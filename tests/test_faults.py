@@ -18,6 +18,7 @@ import importlib
 import io
 import json
 import os
+import re
 import runpy
 import shutil
 import signal
@@ -449,6 +450,43 @@ def test_the_report_notes_dropped_records(tmp_path):
     run = load_run(run_dir, running_minutes=10, now=time.time())
     assert list(run.returns) == [1.0, 2.0, 3.0, 5.0]
     assert any("1 record failed the checksum, dropped" in p for p in run.problems), run.problems
+
+
+# -- a training that diverges ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_run_that_diverges_stops_in_one_line_keeping_its_last_finite_checkpoint(tmp_path):
+    """JAX trains on with NaN parameters (it raises nothing): the run stops at the end of the
+    iteration that made them, naming it, exit code 1; its checkpoints hold finite values only,
+    and the newest is the iteration before."""
+    script = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax.py"
+    flags = ["--num-envs", "8", "--num-steps", "6", "--update-epochs", "1"]
+    flags += ["--num-minibatches", "1", "--total-timesteps", "240", "--checkpoint-every", "1"]
+    done = run_script([*flags, "--learning-rate", "1e6"], tmp_path, script=script)
+    assert done.returncode == 1, describe(done)
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr, describe(done)
+    assert re.match(r"error: iteration (\d+): the training diverged: agent_state holds NaN", last)
+    iteration = int(re.match(r"error: iteration (\d+)", last)[1])
+    (run_dir,) = run_dirs(tmp_path)
+    checkpoints = list_checkpoints(run_dir)
+    assert iteration > 1 and checkpoints[0].name == f"checkpoint_{iteration - 1:07d}.ckpt"
+    newest = checkpoints[0].relative_to(tmp_path)  # (as the run names it: from the cwd)
+    assert f"the newest checkpoint, of iteration {iteration - 1} ({newest}), holds" in last
+
+    def arrays(tree):
+        if isinstance(tree, np.ndarray):
+            yield tree
+        elif isinstance(tree, (list, tuple)):
+            yield from (a for item in tree for a in arrays(item))
+        elif isinstance(tree, dict):
+            yield from (a for item in tree.values() for a in arrays(item))
+
+    for checkpoint in checkpoints:
+        state = read_checkpoint(checkpoint)["state"]
+        floats = [a for a in arrays(state) if np.issubdtype(a.dtype, np.floating)]
+        assert floats and all(np.isfinite(a).all() for a in floats), checkpoint
 
 
 # -- a real run's checkpoint and model file, mutated (classes 5 and 6) -----------------------
