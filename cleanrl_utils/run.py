@@ -48,6 +48,7 @@ from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state,
 from cleanrl_utils.checks import steps_note
 from cleanrl_utils.exits import (
     CHECKPOINT_EXIT,
+    DISK_EXIT,
     FAILED,
     INTERRUPTED,
     STOP_SIGNALS,
@@ -62,6 +63,7 @@ from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.run_checkpoints import KEEP
 from cleanrl_utils.runs import RunName, mark_finished, name_problem
+from cleanrl_utils.video import run_videos_problem
 
 __all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
@@ -121,6 +123,8 @@ class Run:
         self.games_seed = games_seed(self.args.seed, self.start_iteration)
         if problem := missing_flag_extra(self.args) or upload_problem(self.args):  # before work
             raise RunError(problem)
+        if problem := run_videos_problem(self.args, self.name):  # (`videos` a file)
+            raise RunError(problem, DISK_EXIT)
         stops.stop_before_training(self)
 
     # -- starting ---------------------------------------------------------------------------

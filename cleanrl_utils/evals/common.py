@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.checks import check_output_folder, fail, parse_args
 from cleanrl_utils.runs import RunName, file_env_id
 
 
@@ -105,6 +105,8 @@ def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=
     args = parse_args(cls, argv, prog=prog)  # (a bad command line: one `error:` line)
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
+    if args.capture_video:  # (before the model is read: `--video-dir` a file, exit code 74)
+        check_output_folder(args.video_dir, "--video-dir")
     return args
 
 
