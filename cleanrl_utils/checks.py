@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import errno
 import io
 import math
 import os
@@ -47,6 +48,8 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
     path = Path(folder)
     for above in (path, *path.parents):
         if not above.exists():
+            if above.is_symlink():  # (mkdir would find it taken, after all the work)
+                return broken_link(above)
             continue
         if not above.is_dir():
             return f"{above} is a file, not a folder"
@@ -55,6 +58,16 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
             return f"{above} is {'on a read-only file system' if read_only else 'not writable'}"
         return None
     return None
+
+
+def broken_link(link: Path) -> str:
+    """Why the symbolic link `link`, which leads nowhere, cannot be a folder."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{link} is a symbolic link in a loop"
+    return f"{link} is a symbolic link to {os.readlink(link)}, which does not exist"
 
 
 def check_output_folder(folder: str | os.PathLike, flag_name: str) -> None:

@@ -279,6 +279,6 @@ def write_csv(report: Report, path: Path) -> None:
                     "" if run.runtime_s is None else f"{run.runtime_s / 60:.4f}",
                     "" if run.sps is None else f"{run.sps:.2f}",
                     run.status,
-                    str(run.path),
+                    run.where,
                 ]
             )
