@@ -13,6 +13,7 @@ from cleanrl_utils.evals import evaluate, jax_eval
 from cleanrl_utils.evals.common import evaluation_seed, with_training_env
 from cleanrl_utils.evals.files import save_jax_model, save_torch_model
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
+from cleanrl_utils.video import run_videos
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):
@@ -51,7 +52,7 @@ def finish_training(run, save, evaluate) -> None:
         return
     if args.save_model or upload:
         save(run.dir / f"{args.exp_name}.cleanrl_model")
-    video_dir = f"videos/{run.name}" if args.capture_video or upload else None
+    video_dir = str(run_videos(run.name)) if args.capture_video or upload else None
     seed, protocol = evaluation_seed(args.seed), protocols.record(args)
     under = f", under {protocols.describe(protocol)}" if protocol else ""
     print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {seed}{under}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import errno
 import io
 import math
 import os
@@ -19,6 +20,15 @@ from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
+C_INT = 2**31 - 1  # a C `int`: what EnvPool and ALE take through pybind11 (more: a TypeError)
+# the largest value of each integer flag that reaches C code, in the type that receives it
+C_INT_FLAGS = {
+    # ALE counts frames, 4 to a step (EnvPool counts steps: one limit, so that a command line
+    # carries over between the EnvPool and ALE scripts)
+    "max_episode_steps": (C_INT // 4, "ALE counts its 4 frames a step in a C int"),
+    "num_envs": (C_INT, "a C int in EnvPool and ALE"),
+    "local_num_envs": (C_INT, "a C int in EnvPool and ALE"),
+}
 # what one transition of a rollout holds: 4 stacked 84x84 uint8 frames and ~10 float32 values
 TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4
 # what one env holds besides: its frame stack and two raw 210x160 RGB frames (max-pooled)
@@ -38,6 +48,8 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
     path = Path(folder)
     for above in (path, *path.parents):
         if not above.exists():
+            if above.is_symlink():  # (mkdir would find it taken, after all the work)
+                return broken_link(above)
             continue
         if not above.is_dir():
             return f"{above} is a file, not a folder"
@@ -46,6 +58,16 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
             return f"{above} is {'on a read-only file system' if read_only else 'not writable'}"
         return None
     return None
+
+
+def broken_link(link: Path) -> str:
+    """Why the symbolic link `link`, which leads nowhere, cannot be a folder."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{link} is a symbolic link in a loop"
+    return f"{link} is a symbolic link to {os.readlink(link)}, which does not exist"
 
 
 def check_output_folder(folder: str | os.PathLike, flag_name: str) -> None:
@@ -172,20 +194,27 @@ def value_problem(name: str, value, annotation) -> str | None:
 
 def number_problem(args) -> str | None:
     """Why the numbers of `args` cannot be used, or None: NaN or infinite floats, integers past
-    int64, seeds outside what NumPy, torch and EnvPool accept, a time limit that is not positive."""
+    int64, seeds outside what NumPy, torch and EnvPool accept, a time limit that is not positive,
+    an integer past the C type that receives it (`C_INT_FLAGS`)."""
     values = args if isinstance(args, dict) else vars(args)
     seed = values.get("seed")
     if isinstance(seed, int):
         envs = values.get("num_envs", 1)
         envs = envs if isinstance(envs, int) and 0 < envs < SEED_LIMIT else 1
-        if not 0 <= seed <= SEED_LIMIT - envs:
+        # a training run's evaluation plays one env with seed + 1 (`after_training`)
+        games = max(envs, 2) if "total_timesteps" in values else envs
+        if not 0 <= seed <= SEED_LIMIT - games:
             return (
-                f"--seed must be between 0 and {SEED_LIMIT - envs} (env i plays with seed + i, "
-                f"below 2**31), got {seed}"
+                f"--seed must be between 0 and {SEED_LIMIT - games} (env i plays with seed + i, "
+                f"the evaluation with seed + 1, below 2**31), got {seed}"
             )
     steps = values.get("max_episode_steps")
     if isinstance(steps, int) and steps <= 0:
         return f"--max-episode-steps must be positive, got {steps}"
+    for name, (limit, why) in C_INT_FLAGS.items():
+        value = values.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            return f"{flag(name)} must be at most {limit} ({why}), got {value}"
     for name, value in values.items():
         if isinstance(value, float) and not math.isfinite(value):
             return f"{flag(name)} must be a finite number, got {value}"
@@ -237,10 +266,14 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
         value = getattr(args, name)
         if value <= 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {value}")
-    for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "max_grad_norm"):
+    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
         value = getattr(args, name)
         if value < 0:
-            fail(f"--{name.replace('_', '-')} must not be negative, got {value}")
+            fail(f"{flag(name)} must not be negative, got {value}")
+    for name in ("gamma", "gae_lambda"):  # (past 1 the future weighs more than now: no return)
+        value = getattr(args, name)
+        if not 0 <= value <= 1:
+            fail(f"{flag(name)} must be between 0 and 1 (a discount factor), got {value}")
     if args.eval_episodes <= 0:
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
     if args.checkpoint_every < 0:
@@ -265,6 +298,17 @@ def check_ppo_args(args, whole_sequences: bool = False) -> None:
         fail(
             f"--total-timesteps {args.total_timesteps} is smaller than one batch "
             f"(num_envs * num_steps = {batch_size}): nothing would be trained"
+        )
+    # the JAX scripts' learning-rate schedule divides by these in int32, under `jax.jit`
+    if args.total_timesteps // batch_size > C_INT:
+        fail(
+            f"--total-timesteps {args.total_timesteps} is more than {C_INT} iterations of one "
+            f"batch (num_envs * num_steps = {batch_size}): the iterations are counted in a C int"
+        )
+    if args.num_minibatches * args.update_epochs > C_INT:
+        fail(
+            f"--num-minibatches {args.num_minibatches} x --update-epochs {args.update_epochs} "
+            f"is more than {C_INT} gradient steps an iteration (counted in a C int)"
         )
     problem = memory_problem(args.num_envs, args.num_steps, available_memory())
     if problem:

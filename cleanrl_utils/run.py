@@ -44,10 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import output, protocols, run_checkpoints, run_logs, stops
+from cleanrl_utils import diverged, output, protocols, run_checkpoints, run_logs, stops
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import STOP_SIGNALS, RunError, hold_stops, stop_code
+from cleanrl_utils.exits import DISK_EXIT, FAILED, STOP_SIGNALS, RunError, hold_stops, stop_code
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.faults import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.hub_auth import upload_problem
@@ -58,6 +58,7 @@ from cleanrl_utils.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.run_checkpoints import KEEP
 from cleanrl_utils.runs import RunName, mark_finished, mark_output_lost, name_problem
 from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
+from cleanrl_utils.video import run_videos_problem
 
 __all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
@@ -83,6 +84,7 @@ class Run:
         self.stop_signal: int | None = None
         self.stop_requested = self.training = self.after_training = self.finished = False
         self.payload = self.lock_fd = self.writer = self.progress = self.checkpointed = None
+        self.state = None  # what a checkpoint keeps, as `restore` and `end_iteration` last had it
         if self.rank != 0:  # (their informational lines would repeat rank 0's)
             self.process.silence_stdout()
         try:
@@ -91,6 +93,7 @@ class Run:
             self.process.give_back()
             raise
         self.iteration_s, self.laps = 0.0, {}  # the last iteration's seconds; this one's laps
+        self.iteration = self.start_iteration - 1  # the last iteration ended
         self.start_time = self._lap_start = time.time()
 
     def _resolve(self, args, argv: list[str]) -> None:
@@ -118,6 +121,8 @@ class Run:
         self.games_seed = games_seed(self.args.seed, self.start_iteration)
         if problem := missing_flag_extra(self.args) or upload_problem(self.args):  # before work
             raise RunError(problem)
+        if problem := run_videos_problem(self.args, self.name):  # (`videos` a file)
+            raise RunError(problem, DISK_EXIT)
         stops.stop_before_training(self)
 
     # -- starting ---------------------------------------------------------------------------
@@ -176,6 +181,7 @@ class Run:
         does not fit). A new run: nothing changes. Returns `state`."""
         stops.stop_before_training(self)
         self.start_time = time.time()
+        self.state = state
         if self.rank == 0:  # config.json: the device the script put the agent on
             run_logs.record_device(self._record, device_of(state), self.payload is not None)
             if self.payload is None:  # (a resumed run's is written below, once checked)
@@ -231,6 +237,9 @@ class Run:
         run on many stop together, after the next agreement)."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
+        if not callable(state):  # (a function: read when a checkpoint is due, checked then)
+            self._check_finite(iteration, state)
+        self.iteration = iteration
         self.iteration_s = time.time() - self._lap_start + self.laps_s
         if self.stop_signal is None and (launcher := launcher_gone()) is not None:
             self.say(
@@ -252,9 +261,9 @@ class Run:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
         path = None
         if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
-            path = run_checkpoints.save(
-                self, iteration, global_step, state() if callable(state) else state
-            )
+            if callable(state):
+                state = self._check_finite(iteration, state())
+            path = run_checkpoints.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...
             self.after_training = not self.stop_requested
@@ -266,6 +275,16 @@ class Run:
         if self.stop_requested and path is not None:
             stops.stopped_with_checkpoint(self, iteration, path)
         self._lap_start = time.time()
+
+    def _check_finite(self, iteration: int, state: dict, crash: Exception | None = None) -> dict:
+        """`state`, when it holds only finite values; else the run is closed (TensorBoard, with
+        the losses that diverged, is flushed) and ends in one line naming the iteration and the
+        newest checkpoint, the last finite one (`cleanrl_utils.diverged`), exit code 1."""
+        self.state = state
+        if names := diverged.not_finite(state):
+            self._close(FAILED)
+            raise RunError(diverged.diverged_line(self, iteration, names), FAILED) from crash
+        return state
 
     def say(self, message: str) -> None:
         """A message on stderr, on a line of its own (not glued to the progress bar); a stderr
@@ -297,10 +316,17 @@ class Run:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         """Leaving the block finishes the run; left by an exception (a `RunError`, a failed
-        write, a crash), it only gives back what the run changed in the process."""
+        write, a crash), it only gives back what the run changed in the process. A crash in
+        training whose state is no longer finite (torch's `Categorical` refuses NaN logits) is
+        said as what it is: `_check_finite`'s line."""
         if exc_type is None:
             self.finish()
-        else:
+            return
+        try:
+            if self.training and isinstance(exc, Exception) and not isinstance(exc, RunError):
+                if self.state is not None:
+                    self._check_finite(self.iteration + 1, self.state, exc)
+        finally:
             self.process.give_back()
 
     def finish(self) -> int:

@@ -26,7 +26,8 @@ RUN_NAME = re.compile(r"^(?P<env_id>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P
 # any file system's 255-byte names. An env id has no `__` and no trailing `_`: the run name's
 # parser finds the exp name after the env id's first `__`.
 NAME_CHARS = "A-Za-z0-9._-"
-EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,99}}")
+EXP_NAME_LIMIT = 100  # characters
+EXP_NAME = re.compile(rf"[A-Za-z0-9_-][{NAME_CHARS}]{{0,{EXP_NAME_LIMIT - 1}}}")
 ENV_ID = re.compile(rf"(?!.*__)(?!.*_$)[A-Za-z0-9_-][+{NAME_CHARS}]{{0,63}}")  # `+`: a `/`
 MAX_SEED = 2**31
 
@@ -42,7 +43,7 @@ def name_problem(exp_name: str, env_id: str) -> str | None:
     """Why `exp_name` or `env_id` (as `file_env_id` writes it) cannot be part of a run folder's
     name, or None."""
     for flag, value, pattern, limit in [
-        ("--exp-name", exp_name, EXP_NAME, 100),
+        ("--exp-name", exp_name, EXP_NAME, EXP_NAME_LIMIT),
         ("--env-id", env_id, ENV_ID, 64),
     ]:
         named = file_env_id(value) if flag == "--env-id" else value

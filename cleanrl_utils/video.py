@@ -19,6 +19,28 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils.checks import folder_problem
+
+VIDEOS = Path("videos")  # a training run's evaluation videos: videos/{run_name}/ (working folder)
+
+
+def run_videos(run_name: str) -> Path:
+    """Where a training run's evaluation games are recorded (`--capture-video`, `--upload-model`)."""
+    return VIDEOS / run_name
+
+
+def run_videos_problem(args, run_name: str) -> str | None:
+    """Why the evaluation videos of a run (with `--capture-video` or `--upload-model`) could not
+    be written under `run_videos(run_name)` (`videos` a file, or not writable), or None; asked
+    before any work, since they are written only after training."""
+    if not (getattr(args, "capture_video", False) or getattr(args, "upload_model", False)):
+        return None
+    folder = run_videos(run_name)
+    if (problem := folder_problem(folder)) is None:
+        return None
+    flag = "--capture-video" if getattr(args, "capture_video", False) else "--upload-model"
+    return f"{flag}: cannot write the evaluation's videos in {folder}/: {problem}"
+
 
 def ffmpeg_exe() -> str:
     """The ffmpeg program, found without running anything: `IMAGEIO_FFMPEG_EXE`, else the binary

@@ -250,6 +250,7 @@ FLOORS = {
     ],
     "lifecycle": [
         "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",
+        "diverged",
     ],
     "tools": ["evals", "report", "convert", "benchmark", "tuner"],
     "hub": ["huggingface", "enjoy"],

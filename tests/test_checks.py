@@ -101,6 +101,14 @@ EVERY_SCRIPT = {
     "negative-timesteps": (dict(total_timesteps=-5), ["--total-timesteps", "-5"]),
     "below-one-batch": (dict(total_timesteps=100), ["--total-timesteps 100", "one batch"]),
     "negative-checkpoint-every": (dict(checkpoint_every=-1), ["--checkpoint-every", "-1"]),
+    "gamma-above-1": (dict(gamma=2.0), ["--gamma", "between 0 and 1", "2.0"]),
+    "gae-lambda-above-1": (dict(gae_lambda=1.01), ["--gae-lambda", "between 0 and 1", "1.01"]),
+    "negative-gamma": (dict(gamma=-0.5), ["--gamma", "-0.5"]),
+    # a seed whose evaluation (seed + 1) is past a C int (the games' seeds in EnvPool and ALE)
+    "seed-past-a-c-int": (dict(seed=2**31 - 1, num_envs=1), ["--seed", "2147483646"]),
+    # the iterations, and the gradient steps of one, counted in int32 (the JAX scripts' schedule)
+    "iterations-past-a-c-int": (dict(total_timesteps=2**45), ["--total-timesteps", "C int"]),
+    "gradient-steps-past-a-c-int": (dict(update_epochs=2**31), ["--update-epochs", "C int"]),
 }
 # bad input particular to one script (or one kind of script): (script, flags, words)
 PARTICULAR = {
@@ -112,6 +120,23 @@ PARTICULAR = {
     "scan-env-id-typo": (XLA_JAX_SCAN, dict(env_id="Breakou-v5"), ["Breakou-v5", "Breakout-v5"]),
     "ale_vector-not-atari": (ALE_VECTOR, dict(env_id="CartPole-v1"), ["CartPole-v1", "ALE"]),
     "ale_vector-batch": (ALE_VECTOR, dict(num_minibatches=3), ["--num-minibatches 3"]),
+    # a time limit past the C int that receives it: EnvPool's steps, ALE's frames (4 a step)
+    "envpool-max-episode-steps": (
+        ENVPOOL,
+        dict(max_episode_steps=4_000_000_000),
+        ["--max-episode-steps", "at most 536870911", "4000000000"],
+    ),
+    "ale_vector-max-episode-steps": (
+        ALE_VECTOR,
+        dict(max_episode_steps=600_000_000),
+        ["--max-episode-steps", "at most 536870911", "600000000"],
+    ),
+    "xla-max-episode-steps": (XLA_JAX, dict(max_episode_steps=2**31), ["--max-episode-steps"]),
+    "scan-max-episode-steps": (
+        XLA_JAX_SCAN,
+        dict(max_episode_steps=2**31),
+        ["--max-episode-steps"],
+    ),
     # gymnasium scripts: ALE ids without frame skip only, with a hint for the EnvPool id style
     "gymnasium-envpool-id": (
         GYMNASIUM,
@@ -266,3 +291,42 @@ def test_the_derived_sizes_are_not_flags(script, flag, capsys):
         tyro.cli(module.Args, args=["--help"])
     assert flag not in capsys.readouterr().out
     assert module.Args().batch_size == 0  # filled in by the script, after the resume
+
+
+@pytest.mark.parametrize(
+    ("script", "flags"),
+    [
+        (ALE_VECTOR, ["--max-episode-steps", "600000000"]),
+        (ENVPOOL, ["--max-episode-steps", "4000000000"]),
+        (ENVPOOL, ["--seed", "2147483647", "--num-envs", "1"]),
+    ],
+)
+def test_an_integer_past_the_c_type_that_takes_it_is_refused_by_the_parser(script, flags, capsys):
+    """Before any run folder: the command line's parse says it (it passed, and EnvPool's or
+    ALE's pybind11 raised a TypeError after the folder was made)."""
+    from cleanrl_utils.checks import parse_args
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(importlib.import_module(f"cleanrl.{script}").Args, flags)
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {flags[0]} must be ") and flags[1] in line
+
+
+@pytest.mark.parametrize("script", [ALE_VECTOR, ENVPOOL])
+def test_the_emulators_take_the_largest_values_the_checks_allow(script):
+    """The limits are the C types' own: the largest time limit, env count at the largest seed,
+    and that seed's evaluation (seed + 1, one env), are taken by EnvPool and ALE."""
+    from cleanrl_utils.checks import C_INT_FLAGS, SEED_LIMIT, number_problem
+
+    make_env = importlib.import_module(f"cleanrl.{script}").make_env
+    steps, num_envs = C_INT_FLAGS["max_episode_steps"][0], 2
+    seed = SEED_LIMIT - num_envs
+    args = script_args(script, seed=seed, num_envs=num_envs, max_episode_steps=steps)
+    assert number_problem(args) is None
+    assert number_problem(vars(args) | {"max_episode_steps": steps + 1}) is not None
+    assert number_problem(vars(args) | {"seed": seed + 1}) is not None
+    for env_seed, envs_count in [(seed, num_envs), (seed + 1, 1)]:
+        envs = make_env("Breakout-v5", envs_count, env_seed, steps)
+        envs.reset()
+        envs.close()

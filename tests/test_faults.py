@@ -18,6 +18,7 @@ import importlib
 import io
 import json
 import os
+import re
 import runpy
 import shutil
 import signal
@@ -379,6 +380,59 @@ def test_records_failing_their_checksum_are_dropped_and_counted(tmp_path):
     assert data.records == len(offsets) - 2 - 1  # (the record dropped above is not counted)
 
 
+def test_records_are_read_whatever_their_wall_time(tmp_path):
+    """Another tool's valid records, with wall times of its own (1000 + i, or none at all), are
+    read: a file is corrupt only where its framing or checksums say so."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from cleanrl_utils.report.events import read_event_file
+
+    writer = SummaryWriter(str(tmp_path))
+    for i in range(5):
+        writer.add_scalar("charts/episodic_return", float(i), 100 * i, walltime=1000 + i)
+    writer.add_scalar("charts/episodic_return", 9.0, 600, walltime=0)  # (0 is not written)
+    writer.close()
+    (file,) = tmp_path.glob("events.out.tfevents.*")
+    data = read_event_file(file, ("charts/episodic_return",))
+    assert data.problem is None and data.bad_records == 0
+    assert data.scalars["charts/episodic_return"] == [
+        *[(100 * i, 1000.0 + i, float(i)) for i in range(5)],
+        (600, 0.0, 9.0),
+    ]
+    assert data.first_wall == 1000.0 and data.records == 7  # (the file's version record first)
+
+
+@pytest.mark.parametrize("length", [0, 1, 8, 4095, 4096, 4097, 3 * 4096 + 5])
+def test_checksums_are_tensorboards_across_chunks(length):
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as expected
+
+    from cleanrl_utils.report.events import masked_crc32c
+
+    data = np.random.default_rng(length).integers(0, 256, 20_000, dtype=np.uint8)
+    starts = np.array([0, 7, 20_000 - length], dtype=np.int64)
+    got = masked_crc32c(data, starts, np.full(3, length, dtype=np.int64))
+    assert got.tolist() == [expected(data[s : s + length].tobytes()) for s in starts]
+
+
+def test_a_record_of_megabytes_is_read_in_seconds(tmp_path):
+    """A long text summary took 3 s a megabyte (a NumPy step per byte): 40 MB, minutes."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from cleanrl_utils.report.events import read_event_file
+
+    writer = SummaryWriter(str(tmp_path))
+    writer.add_scalar("charts/episodic_return", 1.0, 100)
+    writer.add_text("notes", "x" * 8_000_000, 100)
+    writer.add_scalar("charts/episodic_return", 2.0, 200)
+    writer.close()
+    (file,) = tmp_path.glob("events.out.tfevents.*")
+    started = time.perf_counter()
+    data = read_event_file(file, ("charts/episodic_return",))
+    assert time.perf_counter() - started < 5
+    assert [v for _, _, v in data.scalars["charts/episodic_return"]] == [1.0, 2.0]
+    assert data.problem is None and data.bad_records == 0
+
+
 def test_the_report_notes_dropped_records(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
@@ -398,6 +452,43 @@ def test_the_report_notes_dropped_records(tmp_path):
     run = load_run(run_dir, running_minutes=10, now=time.time())
     assert list(run.returns) == [1.0, 2.0, 3.0, 5.0]
     assert any("1 record failed the checksum, dropped" in p for p in run.problems), run.problems
+
+
+# -- a training that diverges ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_run_that_diverges_stops_in_one_line_keeping_its_last_finite_checkpoint(tmp_path):
+    """JAX trains on with NaN parameters (it raises nothing): the run stops at the end of the
+    iteration that made them, naming it, exit code 1; its checkpoints hold finite values only,
+    and the newest is the iteration before."""
+    script = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax.py"
+    flags = ["--num-envs", "8", "--num-steps", "6", "--update-epochs", "1"]
+    flags += ["--num-minibatches", "1", "--total-timesteps", "240", "--checkpoint-every", "1"]
+    done = run_script([*flags, "--learning-rate", "1e6"], tmp_path, script=script)
+    assert done.returncode == 1, describe(done)
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr, describe(done)
+    assert re.match(r"error: iteration (\d+): the training diverged: agent_state holds NaN", last)
+    iteration = int(re.match(r"error: iteration (\d+)", last)[1])
+    (run_dir,) = run_dirs(tmp_path)
+    checkpoints = list_checkpoints(run_dir)
+    assert iteration > 1 and checkpoints[0].name == f"checkpoint_{iteration - 1:07d}.ckpt"
+    newest = checkpoints[0].relative_to(tmp_path)  # (as the run names it: from the cwd)
+    assert f"the newest checkpoint, of iteration {iteration - 1} ({newest}), holds" in last
+
+    def arrays(tree):
+        if isinstance(tree, np.ndarray):
+            yield tree
+        elif isinstance(tree, (list, tuple)):
+            yield from (a for item in tree for a in arrays(item))
+        elif isinstance(tree, dict):
+            yield from (a for item in tree.values() for a in arrays(item))
+
+    for checkpoint in checkpoints:
+        state = read_checkpoint(checkpoint)["state"]
+        floats = [a for a in arrays(state) if np.issubdtype(a.dtype, np.floating)]
+        assert floats and all(np.isfinite(a).all() for a in floats), checkpoint
 
 
 # -- a real run's checkpoint and model file, mutated (classes 5 and 6) -----------------------

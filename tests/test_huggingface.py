@@ -388,3 +388,51 @@ def test_enjoy_of_an_args_json_whose_args_is_not_an_object_is_one_error_line(
         f"error: {tmp_path}: args.json is not one written by --upload-model "
         f'(its "args" is {args!r}, not an object)'
     )
+
+
+def test_a_dry_run_into_the_run_folder_itself_is_one_error_line_and_changes_nothing(tmp_path):
+    """`--dry-run --output-dir RUN`, RUN the run folder: the repository's files (a copy of the
+    model among them) would be written over the run's (it was `SameFileError`)."""
+    import dataclasses
+    import json
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    import cleanrl.ppo_atari_envpool as script
+    from cleanrl_utils.evals.files import save_torch_model
+
+    run = tmp_path / "runs" / "Breakout-v5__ppo_atari_envpool__1__1700000000"
+    run.mkdir(parents=True)
+    args = dataclasses.asdict(script.Args(seed=1))
+    envs = script.make_env("Breakout-v5", 1, 1)
+    save_torch_model(
+        run / "ppo_atari_envpool.cleanrl_model", script.Agent(envs), args, script.__file__
+    )
+    envs.close()
+    writer = SummaryWriter(str(run))
+    writer.add_scalar("eval/episodic_return", 2.0, 0)
+    writer.close()
+    command = ["cleanrl/ppo_atari_envpool.py"]
+    (run / "config.json").write_text(
+        json.dumps({"run_name": run.name, "args": args, "command": command})
+    )
+    before = folder_files(run)
+    for output_dir in (f"{run}/", f"runs/../runs/{run.name}"):
+        proc = run_script(
+            [str(run), "--dry-run", "--output-dir", output_dir],
+            tmp_path,
+            module="cleanrl_utils.huggingface",
+        )
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [
+            f"error: --output-dir {output_dir} is the run folder itself: the repository's files "
+            f"would be written over the run's; give another folder (hub/{run.name})"
+        ], describe(proc)
+    assert folder_files(run) == before
+    proc = run_script(
+        [str(run), "--dry-run", "--output-dir", f"hub/{run.name}"],
+        tmp_path,
+        module="cleanrl_utils.huggingface",
+    )
+    assert proc.returncode == 0 and (tmp_path / "hub" / run.name / "README.md").exists(), describe(
+        proc
+    )

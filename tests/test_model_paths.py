@@ -10,6 +10,7 @@ import os
 
 import pytest
 import torch
+from scripts_testing import describe, run_script
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.checkpoint import write_checkpoint
@@ -112,3 +113,50 @@ def test_each_evaluation_records_into_a_new_folder_named_after_the_models_run(tm
     # a model file outside a run folder (a copy, a download): named after its env id, script, seed
     elsewhere = read_model(model_file(tmp_path / "downloads"))
     assert evaluation_video_dir(elsewhere, videos) == videos / "Breakout-v5__ppo_atari_envpool__3"
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools' faults (docs/faults.md, "the tools"): a model file whose metadata and weights
+# disagree, a safetensors header whose length begins with the pickle's first byte
+
+
+def test_a_model_file_naming_a_script_of_the_other_framework_is_one_error_line(tmp_path, capsys):
+    import flax.serialization
+
+    from cleanrl_utils.evals.files import model_info, model_script
+
+    path = tmp_path / "torch.cleanrl_model"  # torch weights, naming a JAX script
+    jax_script = "ppo_atari_envpool_xla_jax"
+    args = dataclasses.asdict(torch_script.Args(seed=3))
+    save_torch_model(path, torch.nn.Linear(2, 1), args, f"cleanrl/{jax_script}.py")
+    proc = run_script(
+        ["--model-path", str(path), "--eval-episodes", "1"], tmp_path, module="cleanrl_utils.evals"
+    )
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        f"error: {path} holds torch weights but names '{jax_script}', a JAX script: its network "
+        "cannot take them"
+    ], describe(proc)  # (it was an AttributeError: the JAX Agent has no `.to`)
+
+    path = tmp_path / "jax.cleanrl_model"  # and the other way round
+    data = {**model_info(torch_script.__file__, args), "params": {"w": [1.0]}}
+    path.write_bytes(flax.serialization.msgpack_serialize(data))
+    line = error_line(capsys, lambda: model_script(read_model(path)))
+    assert line == (
+        f"error: {path} holds JAX weights but names 'ppo_atari_envpool', a torch script: its "
+        "network cannot take them"
+    )
+
+
+def test_a_safetensors_file_whose_header_length_begins_with_0x80_is_read(tmp_path):
+    """A pickle begins with 0x80; so does a safetensors file whose header is 128 + 256k bytes
+    long (one torch model in 256): it is read, not refused as a pickle."""
+    path = tmp_path / "ppo_atari_envpool.cleanrl_model"
+    for n in range(256):
+        args = dataclasses.asdict(torch_script.Args(seed=3, wandb_project_name="x" * (n + 1)))
+        save_torch_model(path, torch.nn.Linear(2, 1), args, torch_script.__file__)
+        if path.read_bytes()[:1] == b"\x80":
+            break
+    else:
+        pytest.fail("no header length of 128 + 256k bytes among those tried")
+    model = read_model(path)
+    assert (model.framework, model.script) == ("torch", "ppo_atari_envpool")

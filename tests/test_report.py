@@ -750,6 +750,58 @@ def test_an_output_folder_that_cannot_take_files_is_one_line_and_exit_code_74(
     )
 
 
+@pytest.mark.parametrize("link", ["dangling", "a loop", "a folder under a loop"])
+def test_an_output_folder_that_is_a_broken_symlink_is_one_line_before_any_run_is_read(
+    tmp_path, capsys, link
+):
+    root = tmp_path / "runs"
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 1, [4.0])
+    (tmp_path / "to").symlink_to("nowhere" if link == "dangling" else "from")
+    (tmp_path / "from").symlink_to("to")
+    out = tmp_path / ("to/report" if link == "a folder under a loop" else "to")
+    with pytest.raises(SystemExit) as exit_info:
+        run_report(out, root)  # (mkdir found `to` taken, after every run was read)
+    why = (
+        "a symbolic link to nowhere, which does not exist"
+        if link == "dangling"
+        else "a symbolic link in a loop"
+    )
+    assert exit_info.value.code == 74
+    assert (
+        capsys.readouterr().err
+        == f"error: --output-dir {out}: cannot write there: {tmp_path / 'to'} is {why}\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["from", "runs", "to"]
+
+
+def test_a_run_folder_whose_name_is_not_utf8_is_reported_with_its_bytes_written_out(tmp_path):
+    root = tmp_path / "runs"
+    for seed, config in [(1, True), (2, False)]:  # its exp name from the config.json, the name
+        run = make_run(root, "ppo_atari_envpool", "Breakout-v5", seed, [4.0, 6.0], config=config)
+        os.rename(run, os.fsencode(run).replace(b"ppo_atari", b"ppo\xff_atari"))
+    make_run(root, "ppo_atari_envpool", "Breakout-v5", 3, [4.0, 6.0])
+    proc = run_script(["runs", "--output-dir", "out"], tmp_path, module="cleanrl_utils.report")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, describe(proc)
+    with (tmp_path / "out" / "runs.csv").open(encoding="utf-8") as f:  # (it ended at the name)
+        rows = list(csv.DictReader(f))
+    assert sorted((r["run"], r["script"], r["path"]) for r in rows) == [
+        (
+            "Breakout-v5__ppo\\xff_atari_envpool__2__1700000000",
+            "ppo\\xff_atari_envpool",
+            "runs/Breakout-v5__ppo\\xff_atari_envpool__2__1700000000",
+        ),
+        *[
+            (name, "ppo_atari_envpool", f"runs/{name.replace('ppo', path)}")
+            for name, path in [
+                ("Breakout-v5__ppo_atari_envpool__1__1700000000", "ppo\\xff"),
+                ("Breakout-v5__ppo_atari_envpool__3__1700000000", "ppo"),
+            ]
+        ],
+    ]
+    said = "its folder's name is not UTF-8: written `Breakout-v5__ppo\\xff_atari_envpool__1__1700000000` here"
+    assert said in (tmp_path / "out" / "notes.md").read_text() and said in proc.stdout
+
+
 def test_a_tuner_s_trials_are_drawn_in_one_file_named_after_their_script(tmp_path):
     root = tmp_path / "runs"
     for trial in (2, 10):

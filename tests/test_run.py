@@ -402,6 +402,70 @@ def test_checkpoints_keep_the_newest_two_and_hold_what_tensorboard_shows(tmp_pat
     run.finish()
 
 
+def test_a_state_no_longer_finite_ends_the_run_in_one_line_keeping_the_last_finite_checkpoint(
+    tmp_path,
+):
+    """Never a checkpoint of NaN: the iteration whose end finds one is named, and the newest
+    checkpoint, the one before, is the last finite one (as it was, it was pushed out)."""
+    agent, optimizer = torch_objects(1)
+    state = {"agent": agent, "optimizer": optimizer, "avg_returns": deque([1.0])}
+    with pytest.raises(RunError) as error, open_run(tmp_path, checkpoint_every=1) as run:
+        run.restore(state)
+        for iteration in (1, 2):
+            train_step(agent, optimizer)
+            run.end_iteration(iteration, 8 * iteration, [], state)
+        with torch.no_grad():
+            agent.actor.weight[0, 0] = float("inf")
+        run.end_iteration(3, 24, [], state)
+    assert error.value.code == 1
+    assert error.value.message.startswith(
+        "iteration 3: the training diverged: agent holds NaN or infinite values (a learning "
+        "rate too large? --learning-rate 0.00025); the newest checkpoint, of iteration 2 ("
+    )
+    assert [p.name for p in list_checkpoints(run.dir)] == [
+        "checkpoint_0000002.ckpt",
+        "checkpoint_0000001.ckpt",
+    ]
+    assert run.finished and run.lock_fd is None  # closed: TensorBoard flushed, the lock let go
+
+
+def test_a_crash_of_a_state_no_longer_finite_in_an_iteration_is_said_as_that(tmp_path):
+    """torch's Categorical refuses NaN logits (a ValueError) in the update or the next rollout,
+    before the iteration ends: the run ends with the same line, naming that iteration."""
+    agent, optimizer = torch_objects(1)
+    state = {"agent": agent, "optimizer": optimizer}
+    with pytest.raises(RunError) as error, open_run(tmp_path, checkpoint_every=1) as run:
+        run.restore(state)
+        run.end_iteration(1, 8, [], state)
+        with torch.no_grad():
+            agent.network[0].weight.fill_(float("nan"))
+        train_step(agent, optimizer)
+    assert isinstance(error.value.__cause__, ValueError)
+    assert error.value.message.startswith("iteration 2: the training diverged: agent holds NaN")
+    assert "the newest checkpoint, of iteration 1" in error.value.message
+    # a crash of finite values is left as it is
+    with pytest.raises(KeyError), open_run(tmp_path) as run:
+        run.restore({"agent": torch_objects(1)[0]})
+        raise KeyError("not a divergence")
+
+
+def test_a_jax_state_no_longer_finite_is_found():
+    jax = pytest.importorskip("jax")
+    import optax
+    from flax.training.train_state import TrainState
+
+    from cleanrl_utils.diverged import not_finite
+
+    params = {"w": jax.numpy.ones((3, 2)), "b": jax.numpy.zeros(2)}
+    agent_state = TrainState.create(apply_fn=None, params=params, tx=optax.adam(1e-3))
+    state = {"agent_state": agent_state, "key": jax.random.PRNGKey(0), "avg": deque([1.0])}
+    assert not_finite(state) == []
+    params = dict(params, b=params["b"].at[1].set(jax.numpy.nan))
+    assert not_finite(state | {"agent_state": agent_state.replace(params=params)}) == [
+        "agent_state"
+    ]
+
+
 def test_laps_time_each_phase_and_end_iteration_logs_them(tmp_path):
     run = open_run(tmp_path)
     run.restore({})

@@ -585,13 +585,21 @@ def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkey
 def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_line(
     tmp_path, monkeypatch, capsys
 ):
+    from cleanrl_utils.tuner import Tuner
     from cleanrl_utils.tuner.cli import main
+    from cleanrl_utils.tuner.trials import trial_exp_name
 
     monkeypatch.chdir(tmp_path)
     for extra, message in [
         (["--study-name", "../../esc"], "the study name '../../esc' cannot name its log folder"),
         (["--study-name", "/tmp/esc"], "cannot name its log folder"),
         (["--param"], "no --param: every trial would run the script's defaults again"),
+        # its trials' exp names, `{study}-trial{N}`, would pass 100 characters: every run refused
+        (
+            ["--study-name", "s" * 97],
+            f"the study name '{'s' * 97}' leaves no room for its trials' exp names (`"
+            f"{'s' * 97}-trial999999`, over 100 characters): at most 88 characters",
+        ),
     ]:
         command = bad_input_command([]) + extra
         if extra == ["--param"]:
@@ -601,6 +609,13 @@ def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_li
         err = capsys.readouterr().err.strip().splitlines()
         assert exit_.value.code == 2 and len(err) == 1 and message in err[0], err
     assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "esc").exists()
+    tuner = Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="s" * 88, env_ids=["x"])
+    assert len(trial_exp_name(tuner.settings.run_prefix, 999_999)) == 100  # the longest allowed
+    with pytest.raises(ValueError, match="at most 88 characters"):
+        Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="s" * 89, env_ids=["x"])
+    # a leading `.` (a hidden folder) or `-` (a flag) of a study name is left out of exp names
+    tuner = Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="_.x y", env_ids=["x"])
+    assert trial_exp_name(tuner.settings.run_prefix, 0) == "x-y-trial0"
     Path("taken").write_text("a file")
     with pytest.raises(SystemExit) as exit_:
         main(bad_input_command(["--log-dir", "taken"]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +92,51 @@ def test_a_jax_process_records_a_video_without_forking(tmp_path):
     recording, premise = proc.stderr.split("--- the premise")
     assert "fork" not in recording, proc.stderr
     assert "os.fork() was called" in premise, proc.stderr
+
+
+# -- where the videos go, checked before any work (docs/faults.md) ---------------------------
+
+
+def test_videos_a_file_is_one_line_before_a_run_starts_or_resumes(tmp_path, monkeypatch):
+    """It trained, saved the model, then died in `NotADirectoryError` (and on every resume)."""
+    from run_testing import SCRIPT, open_run, torch_script
+
+    from cleanrl_utils.exits import DISK_EXIT, RunError
+    from cleanrl_utils.run import Run
+
+    monkeypatch.chdir(tmp_path)
+    run = open_run(Path("runs"), checkpoint_every=1)
+    run.restore({})
+    run.end_iteration(1, 8, [], {})
+    run.finish()
+    (tmp_path / "videos").write_text("not a folder")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for flags in (dict(save_model=True), dict(resume=str(run.dir))):
+        with pytest.raises(RunError) as error:
+            Run(torch_script.Args(**flags, capture_video=True), SCRIPT, runs_dir="runs", argv=[])
+        assert error.value.code == DISK_EXIT
+        name = run.name if "resume" in flags else error.value.message.split("/")[1]
+        assert error.value.message == (
+            f"--capture-video: cannot write the evaluation's videos in videos/{name}/: videos "
+            "is a file, not a folder"
+        )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("module", ["cleanrl_utils.evals", "cleanrl_utils.enjoy"])
+def test_an_evaluation_s_video_dir_that_is_a_file_is_one_line_before_any_work(
+    tmp_path, capsys, module
+):
+    import importlib
+
+    from cleanrl_utils.exits import DISK_EXIT
+
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    argv = ["--model-path", str(tmp_path / "missing.cleanrl_model"), "--capture-video"]
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module).main([*argv, "--video-dir", str(taken)])
+    assert exit_info.value.code == DISK_EXIT
+    assert capsys.readouterr().err == (
+        f"error: --video-dir {taken}: cannot write there: {taken} is a file, not a folder\n"
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils import protocols
-from cleanrl_utils.checks import fail, parse_args
+from cleanrl_utils.checks import check_output_folder, fail, parse_args
 from cleanrl_utils.runs import RunName, file_env_id
 
 
@@ -150,6 +150,8 @@ def parse_eval_args(argv=None, prog: str = "python -m cleanrl_utils.evals", cls=
         fail(f"--eval-episodes must be positive, got {args.eval_episodes}")
     if args.protocol is not None and args.protocol not in protocols.NAMES:
         fail(f"--protocol {args.protocol!r} is not a protocol: one of {', '.join(protocols.NAMES)}")
+    if args.capture_video:  # (before the model is read: `--video-dir` a file, exit code 74)
+        check_output_folder(args.video_dir, "--video-dir")
     return args
 
 

@@ -40,6 +40,7 @@ from cleanrl_utils.scripts import load_script
 FORMAT = "cleanrl-model"
 METADATA_KEY = "cleanrl"  # the safetensors metadata entry that holds the script and arguments
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save's zip archive, a pickle inside
+NAMES = {"torch": "torch", "jax": "JAX"}  # the frameworks, as messages name them
 PICKLE_OPCODE = b"\x80"  # the first byte of a pickle (protocol 2 and later)
 
 
@@ -105,7 +106,8 @@ def unsafe_kind(raw: bytes) -> str | None:
         return "a checkpoint of the older format (a pickle)"
     if raw.startswith(ZIP_MAGIC):
         return "a torch.save file (a pickle in a zip archive)"
-    if raw.startswith(PICKLE_OPCODE):
+    # (a safetensors header of 128 + 256k bytes: its length begins with the same byte)
+    if raw.startswith(PICKLE_OPCODE) and not is_safetensors(raw):
         return "a pickle"
     return None
 
@@ -261,6 +263,12 @@ def model_script(model: Model):
     ]
     if missing:
         fail(f"{model.path}: cleanrl/{model.script}.py has no {', '.join(missing)}")
+    framework = "jax" if hasattr(script, "jax") else "torch"  # (the JAX scripts import jax)
+    if framework != model.framework:  # (a file edited, or written by another tool)
+        fail(
+            f"{model.path} holds {NAMES[model.framework]} weights but names {model.script!r}, "
+            f"a {NAMES[framework]} script: its network cannot take them"
+        )
     fields = {f.name: f.type for f in dataclasses.fields(script.Args)}
     problem = args_problem(model.args, fields)
     if problem:

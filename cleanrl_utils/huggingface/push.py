@@ -168,6 +168,11 @@ def main(argv=None) -> str:
         fail(f"no such run folder: {run_dir}")
     if args.dry_run and args.output_dir is None:
         fail("--dry-run writes the repository folder into --output-dir: give one")
+    if args.output_dir is not None and Path(args.output_dir).resolve() == run_dir.resolve():
+        fail(
+            f"--output-dir {args.output_dir} is the run folder itself: the repository's files "
+            f"would be written over the run's; give another folder (hub/{run_dir.name})"
+        )
     if args.retries < 0 or args.retry_wait < 0:
         fail("--retries and --retry-wait must not be negative")
     problem = hub_problem(run_config(run_dir)["args"], args.hf_entity, need_token=not args.dry_run)

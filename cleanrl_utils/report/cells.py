@@ -74,8 +74,8 @@ def newest_of_each_seed(runs: list[RunLog]) -> tuple[list[RunLog], list[str]]:
             older = sorted((r for r in repeated if r is not newest), key=start_time)
             notes.append(
                 f"{script} on {env_id}: {len(repeated)} runs with seed {seed}, counted once: "
-                f"the newest, `{newest.name}` (`{newest.path}`); left out: "
-                + ", ".join(f"`{r.path}`" for r in older)
+                f"the newest, `{newest.name}` (`{newest.where}`); left out: "
+                + ", ".join(f"`{r.where}`" for r in older)
             )
     kept_ids = {id(run) for run in kept}
     return [r for r in runs if id(r) in kept_ids], sorted(notes)

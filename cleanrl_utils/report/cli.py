@@ -325,6 +325,6 @@ def write_csv(report: Benchmark, path: Path) -> None:
                     run.status,
                     str(run.protocol.get("name")),
                     run.sweep or "",
-                    str(run.path),
+                    run.where,
                 ]
             )

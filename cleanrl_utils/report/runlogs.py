@@ -26,6 +26,12 @@ PUBLISHED = {"name": "published"}  # the protocol of the published CleanRL runs 
 PUBLISHED_EPISODE_STEPS = 108_000  # their time limit, in agent steps (EnvPool's, ALE's scripts)
 
 
+def shown(name: str | os.PathLike) -> str:
+    """A file name or path as text that can be written (UTF-8): the bytes of a name that are
+    not UTF-8, which Python reads as lone surrogates (`\\udcff`), spelled `\\xff`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 @dataclass
 class RunLog:
     """A run as read from its folder: `config.json` and the TensorBoard event files."""
@@ -83,6 +89,11 @@ class RunLog:
         `--include-unfinished`."""
         return self.status in ("finished", "unknown")
 
+    @property
+    def where(self) -> str:
+        """Its path as the report writes it (see `shown`)."""
+        return shown(self.path)
+
     def final_return(self, last_n: int) -> float | None:
         return float(np.mean(self.returns[-last_n:])) if len(self.returns) else None
 
@@ -103,7 +114,9 @@ def find_run_dirs(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
                 found.append(Path(dirpath))
                 dirnames[:] = []  # a run's subfolders (add_scalars, videos) are part of it
         if len(found) == before:
-            notes.append(f"no runs under `{raw}` (no folder with an event file or a config.json)")
+            notes.append(
+                f"no runs under `{shown(raw)}` (no folder with an event file or a config.json)"
+            )
     unique = {p.resolve(): p for p in reversed(found)}  # each folder once, as first found
     return sorted(unique.values()), notes
 
@@ -128,7 +141,12 @@ def load_run(
 ) -> RunLog:
     """A run folder read back. With `select`, a run it rejects (from its config.json and name)
     is returned with status `unselected`, its event files not read."""
-    run = RunLog(path=path, name=path.name)
+    run = RunLog(path=path, name=shown(path.name))
+    if run.name != path.name:
+        run.problems.append(
+            f"its folder's name is not UTF-8: written `{run.name}` here, each byte that is not as "
+            "`\\xNN`"
+        )
     config_path = path / "config.json"
     if config_path.exists():
         try:
@@ -142,7 +160,7 @@ def load_run(
     args = args if isinstance(args, dict) else {}
     if run.config and run.config.get("run_name"):
         run.name = str(run.config["run_name"])
-    named = RunName.parse(run.name) or RunName.parse(path.name)
+    named = RunName.parse(run.name) or RunName.parse(shown(path.name))
     script = args.get("exp_name") or (named.exp_name if named else None)
     run.script = None if script is None else str(script)
     env_id = args.get("env_id") or (named.env_id if named else None)
@@ -258,7 +276,7 @@ def stopped(run: RunLog, progress: str) -> tuple[str, str]:
     checkpoints = list_checkpoints(run.path)
     if not checkpoints:
         return "stopped", f"stopped early ({progress}): crashed or killed?"
-    resume = f"`--resume {run.path}` continues it"
+    resume = f"`--resume {run.where}` continues it"
     match = CHECKPOINT_ITERATION.search(checkpoints[0].name)
     batch = ((run.config or {}).get("args") or {}).get("batch_size")
     if match is None or not batch:
@@ -294,7 +312,7 @@ def load_runs(
         try:
             runs.append(load_run(path, running_minutes, now, select))
         except Exception as exc:
-            run = RunLog(path=path, name=path.name, status="unreadable")
+            run = RunLog(path=path, name=shown(path.name), status="unreadable")
             run.problems.append(f"could not be read ({type(exc).__name__}: {exc})")
             runs.append(run)
     return runs

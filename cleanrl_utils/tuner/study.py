@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from cleanrl_utils.checks import folder_problem
 from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, StopRequest
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
+from cleanrl_utils.runs import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
@@ -37,6 +38,7 @@ from cleanrl_utils.tuner.trials import TrialRun, new_run_dir, stop_orphan, trial
 POLL_S = 0.5
 # the study's log folder, LOG_DIR/STUDY_NAME: one folder inside LOG_DIR, never `..` or a path
 STUDY_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._ -]{0,99}")
+LAST_TRIAL = 999_999  # the trial numbers a study's exp names make room for
 
 
 def worker_id() -> dict:
@@ -165,6 +167,15 @@ class Tuner:
                 f"the study name {study_name!r} cannot name its log folder: 1 to 100 "
                 "characters, only letters, digits, '.', '_', '-' and spaces, not starting with '.'"
             )
+        # `.` and `-` are not led with: a hidden folder, a flag (`--exp-name -x`)
+        run_prefix = re.sub(r"[^A-Za-z0-9.-]+", "-", study_name).lstrip("-.").rstrip("-") or "tuner"
+        longest = trial_exp_name(run_prefix, LAST_TRIAL)
+        if name_problem(longest, "x") is not None:  # else every run would refuse its exp name
+            room = EXP_NAME_LIMIT - len(trial_exp_name("", LAST_TRIAL))
+            raise TunerError(
+                f"the study name {study_name!r} leaves no room for its trials' exp names "
+                f"(`{longest}`, over {EXP_NAME_LIMIT} characters): at most {room} characters"
+            )
         target_scores = dict(target_scores or {})
         env_ids = list(env_ids) if env_ids else list(target_scores)
         if not env_ids:
@@ -217,7 +228,7 @@ class Tuner:
             storage_text=storage,
             log_dir=Path(log_dir) / study_name,
             runs_dir=Path("runs"),  # where the scripts write (relative to the working folder)
-            run_prefix=re.sub(r"[^A-Za-z0-9.-]+", "-", study_name).strip("-") or "tuner",
+            run_prefix=run_prefix,
             run_env=MappingProxyType(run_env),
         )
         self.known_flags: set[str] | None = None
