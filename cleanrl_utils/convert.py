@@ -23,7 +23,7 @@ from cleanrl_utils import extras
 from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
-from cleanrl_utils.runs import atomic_write_bytes
+from cleanrl_utils.folders import atomic_write_bytes
 
 
 @dataclass

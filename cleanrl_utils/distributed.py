@@ -55,9 +55,9 @@ import numpy as np
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
+from cleanrl_utils.folders import mark_stopped
 from cleanrl_utils.output import flush, say
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
-from cleanrl_utils.runs import mark_stopped
 
 TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one

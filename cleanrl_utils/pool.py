@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleanrl_utils.exits import CANNOT_START
+from cleanrl_utils.folders import file_name
 from cleanrl_utils.progress import format_seconds
-from cleanrl_utils.runs import file_name
 from cleanrl_utils.sweeps import launcher_env
 
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)

@@ -214,7 +214,12 @@ def import_graph(package_dir: Path, flat: bool = False) -> dict[str, list[str]]:
             if isinstance(node, ast.Import):
                 deps |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                deps |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+                # `from pkg import sub` imports the module `sub` (a package's `__init__` runs
+                # before any of its modules, as for `from pkg.sub import x`: not counted)
+                subs = {f"{node.module}.{alias.name}" for alias in node.names}
+                deps |= (subs & modules.keys()) | (
+                    {node.module} if subs - modules.keys() else set()
+                )
         graph[name] = sorted(d for d in deps if d in modules and d != name)
     return graph
 
@@ -244,14 +249,11 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 # the steps after training, which call them, are the top floor.
 FLOORS = {
     "base": [
-        "output", "exits", "extras", "entry", "checks", "runs", "checkpoint", "progress", "metrics", "video",
+        "output", "exits", "extras", "entry", "checks", "folders", "checkpoint", "progress", "metrics", "video",
         "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks",
         "torchrun", "hub_auth", "sweeps", "protocols", "machine",
     ],
-    "lifecycle": [
-        "resume", "run", "faults", "stops", "run_checkpoints", "run_logs", "process_state",
-        "diverged",
-    ],
+    "lifecycle": ["run"],
     "tools": ["evals", "report", "convert", "benchmark", "tuner"],
     "hub": ["huggingface", "enjoy"],
     "after training": ["after_training"],

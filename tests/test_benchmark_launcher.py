@@ -314,7 +314,7 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
 
 def folder_writer(run_dir: Path) -> int | None:
     """The PID of the process that holds `run_dir`'s lock (a run training in it), None if none."""
-    from cleanrl_utils.faults import lock_holder
+    from cleanrl_utils.run.folder import lock_holder
 
     holder = lock_holder(os.stat(run_dir).st_ino)
     return int(holder) if holder.isdigit() else None

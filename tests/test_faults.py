@@ -39,8 +39,8 @@ from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_sc
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
 from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
 from cleanrl_utils.exits import DISK_EXIT
-from cleanrl_utils.faults import lock_holder, lock_run_folder, release_run_folder, run_writer
-from cleanrl_utils.runs import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
+from cleanrl_utils.folders import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
+from cleanrl_utils.run.folder import lock_holder, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.scripts import load_script
 
 # The module's fixtures start its runs once: its tests share one xdist worker.

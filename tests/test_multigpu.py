@@ -30,7 +30,7 @@ from scripts_testing import (
 )
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
-from cleanrl_utils.report.runlogs import load_run
+from cleanrl_utils.report.loading import load_run
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)

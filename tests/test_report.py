@@ -20,7 +20,7 @@ from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_sc
 
 from cleanrl_utils import report
 from cleanrl_utils.checkpoint import write_checkpoint
-from cleanrl_utils.runs import file_env_id
+from cleanrl_utils.folders import file_env_id
 
 
 def make_run(

@@ -1,4 +1,4 @@
-"""Checkpoints, resume and preemption (cleanrl_utils/run.py), with real script processes.
+"""Checkpoints, resume and preemption (cleanrl_utils/run/lifecycle.py), with real script processes.
 
 The central test runs every script straight to iteration 4, then resumes it from its checkpoint
 at iteration 2. The resumed run plays new games (emulators cannot be saved), so its weights differ
@@ -34,7 +34,7 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.resume import games_seed
+from cleanrl_utils.run.resume import games_seed
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)

@@ -34,9 +34,9 @@ from cleanrl_utils.checkpoint import (
     write_checkpoint,
 )
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError
-from cleanrl_utils.faults import lock_run_folder, release_run_folder
-from cleanrl_utils.resume import games_seed, given_flags, wait_for_folder
 from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
+from cleanrl_utils.run.folder import lock_run_folder, release_run_folder
+from cleanrl_utils.run.resume import games_seed, given_flags, wait_for_folder
 from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, launcher_env, launcher_gone
 
 
@@ -454,7 +454,7 @@ def test_a_jax_state_no_longer_finite_is_found():
     import optax
     from flax.training.train_state import TrainState
 
-    from cleanrl_utils.diverged import not_finite
+    from cleanrl_utils.run.diverged import not_finite
 
     params = {"w": jax.numpy.ones((3, 2)), "b": jax.numpy.zeros(2)}
     agent_state = TrainState.create(apply_fn=None, params=params, tx=optax.adam(1e-3))
@@ -718,7 +718,7 @@ def test_a_second_ctrl_c_stops_at_once_and_says_what_is_lost(tmp_path):
 
 
 def test_the_report_calls_a_run_stopped_right_after_a_stop_and_running_once_resumed(tmp_path):
-    from cleanrl_utils.report.runlogs import load_run
+    from cleanrl_utils.report.loading import load_run
 
     run = open_run(tmp_path, checkpoint_every=0)
     run.restore({})
@@ -1046,7 +1046,7 @@ def test_a_budget_that_is_not_a_whole_number_of_batches_says_what_is_trained(tmp
 def test_the_advice_after_a_failed_write_fits_its_cause(tmp_path):
     import errno
 
-    from cleanrl_utils.faults import kept_after
+    from cleanrl_utils.run.folder import kept_after
 
     newest = [tmp_path / "checkpoint_0000002.ckpt"]
     advice = {
@@ -1072,7 +1072,7 @@ def test_a_resume_from_an_older_checkpoint_makes_it_the_runs_line_for_every_late
     at 3: checkpoint 4 and the model file are set aside (kept, named, never chosen), config.json
     says the run was rewound from 4 to 2, the folder (the printed resume command) and `--resume
     auto` continue from 3, and the report draws the abandoned steps after 2 nowhere."""
-    from cleanrl_utils.report.runlogs import load_run
+    from cleanrl_utils.report.loading import load_run
 
     run = open_run(tmp_path, checkpoint_every=2)
     run.restore({})

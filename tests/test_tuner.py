@@ -293,8 +293,8 @@ def freeze_runs_as_they_train(
     (2: a resumption), each run is suspended (SIGSTOP to its process group, found by the run
     folder's lock) as soon as it has: it stays mid-budget however busy the machine is, until a
     tuner stops it (the tuner's SIGTERM comes with SIGCONT). Returns the folders."""
-    from cleanrl_utils.faults import lock_holder
     from cleanrl_utils.report.events import event_files, read_event_file
+    from cleanrl_utils.run.folder import lock_holder
 
     frozen: set[Path] = set()
     deadline = time.monotonic() + 300
@@ -563,7 +563,7 @@ def test_a_trial_s_parameters_become_the_script_s_flags():
 def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
     from dataclasses import dataclass
 
-    from cleanrl_utils.runs import run_record
+    from cleanrl_utils.folders import run_record
     from cleanrl_utils.sweeps import TUNER_VARIABLE
 
     @dataclass
@@ -729,7 +729,7 @@ def test_a_tuner_killed_outright_leaves_no_run_training_and_the_next_one_resumes
     checkpoint and stops; the same tuner command resumes it in its folder, every step once."""
     from logs_testing import read_scalars
 
-    from cleanrl_utils.faults import lock_holder
+    from cleanrl_utils.run.folder import lock_holder
 
     (tmp_path / "slow").touch()  # (an iteration takes 0.1 s while it exists; seed 2: 400)
     args = [

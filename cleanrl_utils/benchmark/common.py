@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cleanrl_utils.exits import FAILED
+from cleanrl_utils.folders import read_record
 from cleanrl_utils.pool import Job, Result, log_tail
-from cleanrl_utils.runs import read_record
 from cleanrl_utils.sweeps import launcher_sweep_id, recorded_sweep, report_command
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands

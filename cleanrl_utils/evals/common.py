@@ -14,7 +14,7 @@ import numpy as np
 
 from cleanrl_utils import protocols
 from cleanrl_utils.checks import check_output_folder, fail, parse_args
-from cleanrl_utils.runs import RunName, file_env_id
+from cleanrl_utils.folders import RunName, file_env_id
 
 
 def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> list[float]:

@@ -34,7 +34,7 @@ from cleanrl_utils.checkpoint import (
     read_regular_file,
 )
 from cleanrl_utils.checks import fail, number_problem, value_problem
-from cleanrl_utils.runs import atomic_write_bytes, name_problem
+from cleanrl_utils.folders import atomic_write_bytes, name_problem
 from cleanrl_utils.scripts import load_script
 
 FORMAT = "cleanrl-model"

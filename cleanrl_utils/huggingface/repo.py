@@ -31,9 +31,9 @@ import numpy as np
 
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.files import Model, read_model
+from cleanrl_utils.folders import REPO_ROOT, hyperparameter_table
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.tables import plural
-from cleanrl_utils.runs import REPO_ROOT, hyperparameter_table
 
 EVAL_TAG = "eval/episodic_return"
 CURVE = "learning_curve.png"
@@ -138,9 +138,9 @@ def pinned_requirements(names: list[str], folder: Path = REPO_ROOT / "requiremen
 def plot_curve(run_dir: Path, path: Path) -> str | None:
     """The report tool's learning curve of the run; why there is none, if there is none."""
     from cleanrl_utils.report.cells import Report
+    from cleanrl_utils.report.loading import load_run
     from cleanrl_utils.report.options import Args as ReportArgs
     from cleanrl_utils.report.plots import plot_set
-    from cleanrl_utils.report.runlogs import load_run
 
     log = load_run(run_dir, running_minutes=0.0, now=time.time())
     report = Report(ReportArgs(include_unfinished=True), [log], [])

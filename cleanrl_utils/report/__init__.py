@@ -24,9 +24,7 @@ from cleanrl_utils.report.estimates import (
     probability_of_improvement,
 )
 from cleanrl_utils.report.events import EventData, event_files, read_event_file
-from cleanrl_utils.report.options import Args
-from cleanrl_utils.report.plots import panel_grid, plot_set, plot_size
-from cleanrl_utils.report.runlogs import (
+from cleanrl_utils.report.loading import (
     RETURN_TAG,
     SPS_TAG,
     RunLog,
@@ -35,6 +33,8 @@ from cleanrl_utils.report.runlogs import (
     load_runs,
     read_protocol,
 )
+from cleanrl_utils.report.options import Args
+from cleanrl_utils.report.plots import panel_grid, plot_set, plot_size
 from cleanrl_utils.report.stats import (
     aggregate_with_ci,
     curve,

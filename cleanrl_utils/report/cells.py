@@ -8,10 +8,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from cleanrl_utils.folders import RunName
+from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.options import Args
-from cleanrl_utils.report.runlogs import RunLog
 from cleanrl_utils.report.tables import fmt_steps, plural
-from cleanrl_utils.runs import RunName
 
 
 @dataclass

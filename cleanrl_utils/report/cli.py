@@ -26,13 +26,14 @@ import tyro
 from cleanrl_utils import checks
 from cleanrl_utils.checks import check_output_folder, fail
 from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit
+from cleanrl_utils.folders import file_name
 from cleanrl_utils.output import cause
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.figures import write_figures
+from cleanrl_utils.report.loading import find_run_dirs, load_runs
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.plots import plot_set, without_games
-from cleanrl_utils.report.runlogs import find_run_dirs, load_runs
 from cleanrl_utils.report.sections import (
     comparisons,
     describe_set,
@@ -45,7 +46,6 @@ from cleanrl_utils.report.sections import (
     windows_section,
 )
 from cleanrl_utils.report.selection import Selection, parse_day
-from cleanrl_utils.runs import file_name
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from cleanrl_utils.report.runlogs import RunLog
-from cleanrl_utils.runs import RunName
+from cleanrl_utils.folders import RunName
+from cleanrl_utils.report.loading import RunLog
 
 
 def parse_day(text: str) -> dt.date | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.report.estimates import interval_estimates, percentile_interval
-from cleanrl_utils.report.runlogs import RunLog
+from cleanrl_utils.report.loading import RunLog
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HUMAN_RANDOM_SCORES = DATA_DIR / "atari_human_random_scores.csv"

@@ -10,8 +10,8 @@ import shlex
 
 from optuna.trial import TrialState
 
+from cleanrl_utils.folders import atomic_write_bytes
 from cleanrl_utils.report.tables import markdown_table
-from cleanrl_utils.runs import atomic_write_bytes
 from cleanrl_utils.sweeps import report_command
 from cleanrl_utils.tuner.state import Settings, TrialRecord
 

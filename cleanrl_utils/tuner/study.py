@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 
 from cleanrl_utils.checks import folder_problem
 from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.folders import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.runs import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.folders import RunName, find_runs
 from cleanrl_utils.pool import (
     Job,
     Running,
@@ -25,7 +26,6 @@ from cleanrl_utils.pool import (
     start_job,
 )
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.runs import RunName, find_runs
 from cleanrl_utils.sweeps import TUNER_VARIABLE
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 from cleanrl_utils.tuner.state import RunRecord, Settings, TrialRecord

@@ -21,7 +21,7 @@ Every script in `cleanrl/` makes these calls, in this order:
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
 when a checkpoint is written. Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
-and gives back what the run changed in the process (`cleanrl_utils.process_state`: the signal
+and gives back what the run changed in the process (`cleanrl_utils.run.process`: the signal
 handlers, `sys.stdout` on ranks other than 0, `sys.excepthook`), so a notebook or a test goes on as
 before the run. What the run cannot do (bad input, a checkpoint it cannot use, a stop before
 training) is a `RunError` that the script's entry point says in one line and exits with.
@@ -44,19 +44,20 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import diverged, output, protocols, run_checkpoints, run_logs, stops
+from cleanrl_utils import output, protocols
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
 from cleanrl_utils.exits import DISK_EXIT, FAILED, STOP_SIGNALS, RunError, hold_stops, stop_code
 from cleanrl_utils.extras import missing_flag_extra
-from cleanrl_utils.faults import NoWriter, lock_run_folder, release_run_folder, run_writer
+from cleanrl_utils.folders import RunName, mark_finished, mark_output_lost, name_problem
 from cleanrl_utils.hub_auth import upload_problem
 from cleanrl_utils.machine import device_of
-from cleanrl_utils.process_state import ProcessState
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import games_seed, given_flags, resume_run
-from cleanrl_utils.run_checkpoints import KEEP
-from cleanrl_utils.runs import RunName, mark_finished, mark_output_lost, name_problem
+from cleanrl_utils.run import checkpointer, diverged, records, stops
+from cleanrl_utils.run.checkpointer import KEEP
+from cleanrl_utils.run.folder import NoWriter, lock_run_folder, release_run_folder, run_writer
+from cleanrl_utils.run.process import ProcessState
+from cleanrl_utils.run.resume import games_seed, given_flags, resume_run
 from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
 from cleanrl_utils.video import run_videos_problem
 
@@ -132,7 +133,7 @@ class Run:
         a resumption is appended), starts W&B with `--track` (a resumed run continues its W&B
         run), installs the stop-signal handlers and returns the TensorBoard writer. A resumed
         run's writer discards what the stopped process logged after its checkpoint. The folder
-        is locked first (one process per run folder, `cleanrl_utils.faults`); a resumed run
+        is locked first (one process per run folder, `cleanrl_utils.run.folder`); a resumed run
         writes into it only once `restore` has checked the checkpoint."""
         args = self.args
         stops.stop_before_training(self)
@@ -141,8 +142,8 @@ class Run:
             self.writer = NoWriter()
             return self.writer
         self.lock_fd = lock_run_folder(self.dir)  # one process per run folder
-        self._record = run_logs.config_record(args, self.name, self.dir, self.payload is not None)
-        run_logs.start_wandb(args, self.name, self._record)  # with --track
+        self._record = records.config_record(args, self.name, self.dir, self.payload is not None)
+        records.start_wandb(args, self.name, self._record)  # with --track
         purge_step = self.global_step + 1 if self.payload is not None else None
         # a resume writes nothing into the folder before `restore` has checked the checkpoint
         self.writer = run_writer(self.dir, purge_step, opened=False)
@@ -160,18 +161,18 @@ class Run:
     def _open(self) -> None:
         try:
             if self.payload is not None:  # from an older checkpoint than the newest: a rewind
-                run_checkpoints.rewind(self, self._record)
-            run_logs.open_folder(
+                checkpointer.rewind(self, self._record)
+            records.open_folder(
                 self.dir, self.writer, self._record, self.args, self.payload is None
             )
         except OSError as exc:
-            run_checkpoints.disk_failed(self, "config.json and the TensorBoard event file", exc)
+            checkpointer.disk_failed(self, "config.json and the TensorBoard event file", exc)
 
     def _write_record(self) -> None:
         try:
-            run_logs.write_record(self.dir, self._record)
+            records.write_record(self.dir, self._record)
         except OSError as exc:
-            run_checkpoints.disk_failed(self, "config.json", exc)
+            checkpointer.disk_failed(self, "config.json", exc)
 
     def restore(self, state: dict) -> dict:
         """A resumed run: every entry of `state` as checkpointed (objects loaded in place, other
@@ -183,7 +184,7 @@ class Run:
         self.start_time = time.time()
         self.state = state
         if self.rank == 0:  # config.json: the device the script put the agent on
-            run_logs.record_device(self._record, device_of(state), self.payload is not None)
+            records.record_device(self._record, device_of(state), self.payload is not None)
             if self.payload is None:  # (a resumed run's is written below, once checked)
                 self._write_record()
         if self.payload is not None:
@@ -263,7 +264,7 @@ class Run:
         if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
             if callable(state):
                 state = self._check_finite(iteration, state())
-            path = run_checkpoints.save(self, iteration, global_step, state)
+            path = checkpointer.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...
             self.after_training = not self.stop_requested
@@ -279,7 +280,7 @@ class Run:
     def _check_finite(self, iteration: int, state: dict, crash: Exception | None = None) -> dict:
         """`state`, when it holds only finite values; else the run is closed (TensorBoard, with
         the losses that diverged, is flushed) and ends in one line naming the iteration and the
-        newest checkpoint, the last finite one (`cleanrl_utils.diverged`), exit code 1."""
+        newest checkpoint, the last finite one (`cleanrl_utils.run.diverged`), exit code 1."""
         self.state = state
         if names := diverged.not_finite(state):
             self._close(FAILED)
@@ -356,11 +357,11 @@ class Run:
             self.progress.close()
         self.writer.close()
         if self.writer.error is not None:
-            run_checkpoints.disk_failed(self, "the TensorBoard event file", self.writer.error)
+            checkpointer.disk_failed(self, "the TensorBoard event file", self.writer.error)
         if code == 0 and self.after_training and self.rank == 0:
             mark_finished(self.dir / "config.json", self.global_step)  # a resume: nothing to do
         if self.lock_fd is not None:  # (rank 0's folder, made)
             mark_output_lost(self.dir / "config.json", output.lost())
         release_run_folder(self.lock_fd)
         self.lock_fd = None
-        run_logs.finish_wandb(code)
+        records.finish_wandb(code)

@@ -19,7 +19,7 @@ by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and it
   or 130 (Ctrl-C). This process trained nothing yet: nothing is lost.
 - **after training** (`stop_after_training`): during the model file, the evaluation and the
   upload, the training's last checkpoint is on disk and a resumed run does these steps again
-  (`cleanrl_utils.resume.after_training_due`), so the process ends at once, from the signal
+  (`cleanrl_utils.run.resume.after_training_due`), so the process ends at once, from the signal
   handler itself: an exception raised there could land in a library's callback that swallows it
   (JAX's gc callback), and the run would go on.
 """
@@ -31,7 +31,7 @@ import signal
 
 from cleanrl_utils import output
 from cleanrl_utils.exits import RunError, early_stop, signal_name, stop_code
-from cleanrl_utils.runs import mark_output_lost, mark_stopped
+from cleanrl_utils.folders import mark_output_lost, mark_stopped
 
 
 def record_stop(run, stopped_by: str, global_step: int) -> None:

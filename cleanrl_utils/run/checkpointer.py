@@ -1,6 +1,6 @@
 """A run's checkpoints as `cleanrl_utils.run.Run` writes them: every `--checkpoint-every`
 iterations, after the last and after a stop signal (the stop's record and line are
-`cleanrl_utils.stops`'), the newest `KEEP` kept (`save`); a run resumed from an older checkpoint
+`cleanrl_utils.run.stops`'), the newest `KEEP` kept (`save`); a run resumed from an older checkpoint
 than its folder's newest, whose later ones are set aside (`rewind`); and a write into the run
 folder that fails, which ends the run in one line (`disk_failed`)."""
 
@@ -20,8 +20,8 @@ from cleanrl_utils.checkpoint import (
     saved_value,
     write_checkpoint,
 )
-from cleanrl_utils.faults import disk_failure, folder_gone, kept_after, trim_partial_record
-from cleanrl_utils.runs import fsync_dir
+from cleanrl_utils.folders import fsync_dir
+from cleanrl_utils.run.folder import disk_failure, folder_gone, kept_after, trim_partial_record
 
 KEEP = 2  # checkpoints kept per run, newest first
 
@@ -120,7 +120,7 @@ def rewind(run, record: dict) -> None:
 def disk_failed(run, what: str, exc: OSError) -> None:
     """A write into `run`'s folder failed (a full disk): the event file cut back to its last
     whole record, then one line naming the folder, the cause and what is kept, and exit code
-    `DISK_EXIT` (`cleanrl_utils.faults`)."""
+    `DISK_EXIT` (`cleanrl_utils.run.folder`)."""
     if run.writer is not None and run.writer.event_file is not None:
         trim_partial_record(run.writer.event_file)
     kept = kept_after(run.dir, exc, list_checkpoints(run.dir), run.resume_command())

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.checkpoint import list_checkpoints
+from cleanrl_utils.folders import RunName
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.tables import plural
-from cleanrl_utils.runs import RunName
 
 RETURN_TAG = "charts/episodic_return"
 SPS_TAG = "charts/SPS"

@@ -30,9 +30,9 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import value_problem
 from cleanrl_utils.exits import RunError
-from cleanrl_utils.faults import lock_holder
-from cleanrl_utils.run_checkpoints import REWOUND_NAME
-from cleanrl_utils.runs import find_runs, name_problem, read_record, slurm_task
+from cleanrl_utils.folders import find_runs, name_problem, read_record, slurm_task
+from cleanrl_utils.run.checkpointer import REWOUND_NAME
+from cleanrl_utils.run.folder import lock_holder
 from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
 
 # Free arguments that say what the run does besides learning: a resume that does not give them
