@@ -118,8 +118,10 @@ class RunError(Exception):
 # SIGTERM (SLURM's preemption), SIGUSR1 (SLURM's warning before the time limit), SIGHUP (a closed
 # terminal or ssh session; `nohup` ignores it, and an ignored signal stays ignored), Ctrl-C
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT)
-_early_stops: list[int] = []  # what `record_stops` received once a run held them, in order
-_held = False  # whether a run holds the stops (`hold_stops`): before, they end the process
+_early_stops: list[int] = []  # what `record_stops` received while a run held them, in order
+# "importing": a stop ends the process at once; "run": a run holds them (`hold_stops`), they are
+# recorded; "ended": a run has ended (`release_stops`), a stop leaves its exit code alone
+_phase = "importing"
 
 
 def signal_name(signum: int) -> str:
@@ -146,13 +148,31 @@ def record_stops() -> None:
 
 
 def hold_stops() -> None:
-    """A run has begun: the stops `record_stops` receives are recorded, no longer acted on."""
-    global _held
-    _held = True
+    """A run has begun: the stops `record_stops` receives are recorded, no longer acted on (none
+    is left from a run before it)."""
+    global _phase
+    _phase = "run"
+    _early_stops.clear()
+
+
+def release_stops() -> None:
+    """The run has ended: what it recorded is forgotten (a next run in the process starts with
+    none), and a stop from now on leaves the exit code the run's (torchrun's SIGTERM to a rank
+    that is exiting)."""
+    global _phase
+    _phase = "ended"
+    _early_stops.clear()
+
+
+def stops_phase() -> str:
+    """`importing`, `run` or `ended` (see `hold_stops`, `release_stops`)."""
+    return _phase
 
 
 def _record_stop(signum, frame) -> None:
-    if not _held:
+    if _phase == "ended":
+        return
+    if _phase == "importing":
         code = stop_code(signum)
         line = f"received {signal_name(signum)} before training began: stopping; nothing was "
         say(f"{line}written (exit code {code})")

@@ -47,7 +47,7 @@ import numpy as np
 from cleanrl_utils import output, protocols
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import DISK_EXIT, FAILED, STOP_SIGNALS, RunError, hold_stops, stop_code
+from cleanrl_utils.exits import DISK_EXIT, FAILED, STOP_SIGNALS, RunError, stop_code
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.folders import RunName, mark_finished, mark_output_lost, name_problem
 from cleanrl_utils.hub_auth import upload_problem
@@ -74,7 +74,6 @@ class Run:
         start, or has already finished (code 0). `dist`: a run on many processes
         (`cleanrl_utils.distributed.Distributed`): rank 0 alone writes and prints, the ranks
         agree on when to stop, and a checkpoint holds every rank's RNGs."""
-        hold_stops()  # (a stop since the script's first import ends the run at its next safe point)
         self.dist = dist
         self.rank = dist.rank if dist is not None else 0
         self.world_size = dist.world_size if dist is not None else 1

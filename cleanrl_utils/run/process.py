@@ -4,10 +4,11 @@ SIGHUP under `nohup`, stays ignored), `sys.stdout` on the ranks of a multi-proce
 0 (their informational lines would repeat rank 0's: they go to os.devnull), and `sys.excepthook`
 (which a library started by the run may replace: W&B).
 
-A script run as a program gets back the handlers its first import installed
-(`exits.record_stops`), which record a stop once a run has begun: a signal that comes while the
-process exits (torchrun's SIGTERM to the ranks left, once one has ended) leaves its exit code its
-own. A notebook or a test gets back its own."""
+The stops a run recorded before its handlers caught them (`exits.hold_stops`) are forgotten when
+it ends (`exits.release_stops`): a next run in the process starts with none. A script run as a
+program gets back the handlers its first import installed (`exits.record_stops`), which from then
+on ignore a stop: a signal that comes while the process exits (torchrun's SIGTERM to the ranks
+left, once one has ended) leaves its exit code its own. A notebook or a test gets back its own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import os
 import signal
 import sys
 
-from cleanrl_utils.exits import STOP_SIGNALS, StopRequest
+from cleanrl_utils.exits import STOP_SIGNALS, StopRequest, hold_stops, release_stops
 
 
 class ProcessState:
@@ -24,6 +25,7 @@ class ProcessState:
     nothing)."""
 
     def __init__(self):
+        hold_stops()  # (a stop since the script's first import ends the run at its next safe point)
         self.stops: StopRequest | None = None
         self.stdout = self.devnull = None
         self.excepthook = sys.excepthook
@@ -40,6 +42,7 @@ class ProcessState:
         return self.stops
 
     def give_back(self) -> None:
+        release_stops()
         if self.stops is not None:
             self.stops.__exit__(None, None, None)
             self.stops = None
