@@ -327,6 +327,6 @@ def test_the_emulators_take_the_largest_values_the_checks_allow(script):
     assert number_problem(vars(args) | {"max_episode_steps": steps + 1}) is not None
     assert number_problem(vars(args) | {"seed": seed + 1}) is not None
     for env_seed, envs_count in [(seed, num_envs), (seed + 1, 1)]:
-        envs = make_env("Breakout-v5", envs_count, env_seed, steps)
+        envs = make_env("Breakout-v5", envs_count, env_seed, max_episode_steps=steps)
         envs.reset()
         envs.close()
