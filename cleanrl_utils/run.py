@@ -230,15 +230,17 @@ class Run:
 
     def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
-        and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
+        and writes a checkpoint of `state` (a dict, or a function returning one, called at every
+        iteration's end, whose values are checked to be finite then) when one is due:
         every `--checkpoint-every` iterations, after the last, and after a stop signal, which
         also sets `stop_requested`. A stop signal that comes while a checkpoint is written makes
         that checkpoint the stop's (on one process, or after the last iteration: the ranks of a
         run on many stop together, after the next agreement)."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        if not callable(state):  # (a function: read when a checkpoint is due, checked then)
-            self._check_finite(iteration, state)
+        if callable(state):  # (a function: what a checkpoint would keep, read at each end)
+            state = state()
+        self._check_finite(iteration, state)
         self.iteration = iteration
         self.iteration_s = time.time() - self._lap_start + self.laps_s
         if self.stop_signal is None and (launcher := launcher_gone()) is not None:
@@ -261,8 +263,6 @@ class Run:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
         path = None
         if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
-            if callable(state):
-                state = self._check_finite(iteration, state())
             path = run_checkpoints.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...
