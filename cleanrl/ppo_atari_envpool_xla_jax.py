@@ -449,6 +449,9 @@ if __name__ == "__main__":
         state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
         agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
 
+        def checkpoint_state():  # (a JAX TrainState is replaced, not changed in place)
+            return state | dict(agent_state=agent_state, key=key, rollout_key=env_state.key)
+
         # TRY NOT TO MODIFY: start the game
         global_step, start_time = run.global_step, run.start_time
         next_obs, valid = jnp.asarray(envs.reset()[0]), jnp.ones(args.num_envs, dtype=bool)
@@ -498,8 +501,7 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
             writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
-            state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)  # kept
-            run.end_iteration(iteration, global_step, avg_returns, state)
+            run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
             if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: its checkpoint is written
                 break
 

@@ -7,6 +7,8 @@ import nothing of it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cleanrl_utils import protocols
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate, jax_eval
@@ -42,8 +44,8 @@ def finish_training(run, save, evaluate) -> None:
     scores): with `--save-model`, writes `{run.dir}/{exp_name}.cleanrl_model`; with
     `--save-model` or `--capture-video`, plays `--eval-episodes` games under the run's protocol
     with a new seed (`evaluation_seed`: `seed + 1`, which the evaluator takes by default),
-    recorded under `videos/{run.name}/` with `--capture-video`, and logs each game's score as
-    `eval/episodic_return` at the run's last step; with `--upload-model` (which implies both),
+    recorded under `videos/{run.name}/` with `--capture-video` (a line on stdout says where),
+    and logs each game's score as `eval/episodic_return` at the run's last step; with `--upload-model` (which implies both),
     then pushes the run to the Hugging Face Hub (`push_after_training`). Nothing after a stop
     signal: the run is not over."""
     args = run.args
@@ -64,8 +66,23 @@ def finish_training(run, save, evaluate) -> None:
     )
     for episodic_return in episodic_returns:  # (the games of the model of the run's last step)
         run.writer.add_scalar("eval/episodic_return", episodic_return, run.global_step)
+    if video_dir is not None:  # (the run folder's line, which follows, does not hold them)
+        print(f"videos: {video_dir}/ ({videos_held(video_dir, len(episodic_returns))})")
     if upload:
         push_after_training(run, episodic_returns, video_dir)
+
+
+def videos_held(video_dir: str, evaluation_games: int) -> str:
+    """What a run's videos folder holds, as its last lines say: the evaluation games, and the
+    training games of env 0 that `ppo_atari.py` records beside them (`RecordGames`)."""
+
+    def games(n: int, what: str, name: str) -> str:
+        return f"{n} {what} game{'s' if n != 1 else ''}: {name}-episode-N.mp4"
+
+    held = [games(evaluation_games, "evaluation", "eval")]
+    if trained := len(list(Path(video_dir).glob("train-episode-*.mp4"))):
+        held.append(games(trained, "training", "train"))
+    return ", ".join(held)
 
 
 def push_after_training(run, episodic_returns: list[float], video_dir: str | None) -> None:

@@ -336,28 +336,35 @@ def game_of(env_id: str) -> str:
     return re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name).lower()
 
 
-def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
+def env_id_problem(env_id: str, known: Iterable[str], library: str) -> str | None:
+    """Why `env_id` is not one of `library`'s `known` ids (with the ids it may have meant), or
+    None: what `check_env_id` says."""
     known = list(known)
     if env_id in known:
-        return
+        return None
     # the same game in the other id style first (`Pong-v5` given to a gymnasium script)
     same_game = [k for k in known if game_of(k) == game_of(env_id)]
     close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
     suggestions = list(dict.fromkeys(same_game[:1] + close))[:3]
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-    fail(f"unknown env id {env_id!r} for {library}{hint}")
+    return f"unknown env id {env_id!r} for {library}{hint}"
 
 
-def check_envpool_atari_id(env_id: str) -> None:
+def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
+    if problem := env_id_problem(env_id, known, library):
+        fail(problem)
+
+
+def envpool_atari_id_problem(env_id: str) -> str | None:
     """Only EnvPool's Atari ids: its other games (CartPole, MuJoCo, ...) have no lives or frames."""
     import envpool
     from envpool.registration import registry
 
     atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
-    check_env_id(env_id, atari_ids, "EnvPool's Atari games")
+    return env_id_problem(env_id, atari_ids, "EnvPool's Atari games")
 
 
-def check_ale_vector_id(env_id: str) -> None:
+def ale_vector_id_problem(env_id: str) -> str | None:
     """ALE's Atari games for its vector env, spelt as ALE does (`ALE/Breakout-v5`) or as EnvPool
     does (`Breakout-v5`), so that command lines carry over between the two scripts."""
     import ale_py
@@ -368,10 +375,11 @@ def check_ale_vector_id(env_id: str) -> None:
         i for i, spec in gym.registry.items() if spec.vector_entry_point and i.startswith("ALE/")
     ]
     ale_ids = [i for i in ale_ids if i.endswith("-v5")]
-    check_env_id(env_id, ale_ids + [i.removeprefix("ALE/") for i in ale_ids], "ALE's vector env")
+    ids = ale_ids + [i.removeprefix("ALE/") for i in ale_ids]
+    return env_id_problem(env_id, ids, "ALE's vector env")
 
 
-def check_gymnasium_atari_id(env_id: str) -> None:
+def gymnasium_atari_id_problem(env_id: str) -> str | None:
     """Only the ALE ids without frame skip (`*NoFrameskip-v4`): the scripts skip frames themselves."""
     import ale_py
     import gymnasium as gym
@@ -384,4 +392,28 @@ def check_gymnasium_atari_id(env_id: str) -> None:
         and spec.kwargs.get("frameskip") == 1
         and spec.kwargs.get("repeat_action_probability", 0.0) == 0.0
     ]
-    check_env_id(env_id, atari_ids, "gymnasium's Atari games without frame skip")
+    return env_id_problem(env_id, atari_ids, "gymnasium's Atari games without frame skip")
+
+
+# the scripts' env id checks (each script calls one before building anything) exit with their
+# problem's line; the tuner's probe asks the problem of the check a script imports
+def check_envpool_atari_id(env_id: str) -> None:
+    if problem := envpool_atari_id_problem(env_id):
+        fail(problem)
+
+
+def check_ale_vector_id(env_id: str) -> None:
+    if problem := ale_vector_id_problem(env_id):
+        fail(problem)
+
+
+def check_gymnasium_atari_id(env_id: str) -> None:
+    if problem := gymnasium_atari_id_problem(env_id):
+        fail(problem)
+
+
+ENV_ID_PROBLEMS = {
+    check_envpool_atari_id: envpool_atari_id_problem,
+    check_ale_vector_id: ale_vector_id_problem,
+    check_gymnasium_atari_id: gymnasium_atari_id_problem,
+}

@@ -28,6 +28,7 @@ from checks_testing import (
 from scripts_testing import REPO_ROOT
 
 from cleanrl_utils.checks import (
+    ENV_ID_PROBLEMS,
     check_ale_vector_id,
     check_env_id,
     check_envpool_atari_id,
@@ -82,6 +83,27 @@ def test_typos_get_close_matches_and_nonsense_gets_no_hint(capsys):
     assert error_of("CartPole-v1", ENVPOOL_IDS, capsys) == (
         "error: unknown env id 'CartPole-v1' for the library"
     )
+
+
+@pytest.mark.parametrize(
+    ("check", "good", "bad"),
+    [
+        (check_envpool_atari_id, "Breakout-v5", "BreakoutNoFrameskip-v4"),
+        (check_gymnasium_atari_id, "BreakoutNoFrameskip-v4", "Breakout-v5"),
+        (check_ale_vector_id, "ALE/Breakout-v5", "BreakoutNoFrameskip-v4"),
+    ],
+)
+def test_each_env_id_check_says_its_problem_function_s_line(check, good, bad, capsys):
+    """The scripts' env id checks exit with the line their problem functions return (which the
+    tuner's probe asks without exiting), and pass what those find no problem with."""
+    problem = ENV_ID_PROBLEMS[check]
+    assert problem(good) is None and check(good) is None
+    assert capsys.readouterr() == ("", "")
+    said = problem(bad)
+    assert said.startswith(f"unknown env id {bad!r} for ") and "did you mean" in said
+    with pytest.raises(SystemExit) as exit_info:
+        check(bad)
+    assert exit_info.value.code == 2 and capsys.readouterr().err == f"error: {said}\n"
 
 
 # ---------------------------------------------------------------------------------------------

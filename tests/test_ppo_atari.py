@@ -284,6 +284,10 @@ def test_capture_video_records_env_0_games_and_evaluation_games(eval_run):
         "eval-episode-0.mp4",
         "eval-episode-1.mp4",
     }, videos  # only whole games: no unfinished game, no temporary file
+    trained = sum(name.startswith("train-") for name in videos)
+    said = f"videos: videos/{run.run_dir.name}/ (2 evaluation games: eval-episode-N.mp4, "
+    said += f"{trained} training game{'s' if trained > 1 else ''}: train-episode-N.mp4)"
+    assert said in run.proc.stdout.splitlines(), run.proc.stdout
     for name in ("train-episode-0.mp4", "eval-episode-0.mp4"):
         frames = decoded_frames(video_dir / name)
         assert {frame.shape for frame in frames} == {(210, 160, 3)}

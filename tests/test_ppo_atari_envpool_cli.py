@@ -185,6 +185,10 @@ def test_capture_video_writes_decodable_mp4(long_eval_run):
     videos = sorted(p.name for p in video_dir.iterdir())
     assert videos == ["eval-episode-0.mp4", "eval-episode-1.mp4"], videos
     assert not leftover_temp_files(long_eval_run.cwd / "videos")
+    # the run's end says where they are, beside its folder
+    name = long_eval_run.run_dir.name
+    said = f"videos: videos/{name}/ (2 evaluation games: eval-episode-N.mp4)"
+    assert said in long_eval_run.proc.stdout.splitlines(), long_eval_run.proc.stdout
 
     reader = imageio.get_reader(video_dir / "eval-episode-0.mp4", format="ffmpeg")
     try:

@@ -429,6 +429,20 @@ def test_a_state_no_longer_finite_ends_the_run_in_one_line_keeping_the_last_fini
     assert run.finished and run.lock_fd is None  # closed: TensorBoard flushed, the lock let go
 
 
+def test_a_state_given_as_a_function_is_checked_at_every_iteration_s_end(tmp_path):
+    """The JAX scripts give a function (their `TrainState` is replaced, not changed in place):
+    it is read at each iteration's end, not only when a checkpoint is due, so a run that
+    diverges stops at the iteration that made the NaN (JAX raises nothing)."""
+    weights = {"agent": np.ones(2, np.float32)}
+    with pytest.raises(RunError) as error, open_run(tmp_path, checkpoint_every=0) as run:
+        run.restore(dict(weights))
+        run.end_iteration(1, 8, [], lambda: dict(weights))
+        weights["agent"] = np.array([1.0, np.nan], np.float32)
+        run.end_iteration(2, 16, [], lambda: dict(weights))
+    assert error.value.message.startswith("iteration 2: the training diverged: agent holds NaN")
+    assert "no checkpoint was written" in error.value.message
+
+
 def test_a_crash_of_a_state_no_longer_finite_in_an_iteration_is_said_as_that(tmp_path):
     """torch's Categorical refuses NaN logits (a ValueError) in the update or the next rollout,
     before the iteration ends: the run ends with the same line, naming that iteration."""

@@ -560,6 +560,61 @@ def test_a_trial_s_parameters_become_the_script_s_flags():
     assert flags == ["--learning-rate=0.0001", "--no-anneal-lr", "--num-envs=4"]
 
 
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO_ROOT / "cleanrl").glob("ppo_*.py")))
+def test_the_flags_read_from_a_script_s_args_are_the_ones_its_help_lists(script, capsys):
+    """The tuner reads a script's flags from its `Args` dataclass, as tyro spells them: each
+    option `--help` lists (a boolean's `--no-` form too), and nothing else (not the fields the
+    script sets itself, `batch_size`)."""
+    import importlib
+
+    from cleanrl_utils.checks import parse_args
+    from cleanrl_utils.tuner.probe import args_flags
+
+    cls = importlib.import_module(f"cleanrl.{script}").Args
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(cls, ["--help"])
+    assert exit_.value.code in (0, None)
+    helped = capsys.readouterr().out
+    listed = set(re.findall(r"^[^\w-]*--(\w[\w-]*)", helped, re.M))
+    listed |= set(re.findall(r", --(no-[\w-]+)", helped))
+    assert set(args_flags(cls)) == listed - {"help"}
+    assert "batch-size" not in listed and {"learning-rate", "cuda", "no-cuda"} <= listed
+
+
+def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
+    """The probe imports the script (its `__main__` block does not run) and asks its `Args` and
+    its env id check; a script it cannot import, or without `Args`, is one line."""
+    from cleanrl_utils.tuner.space import SpaceError, probe_script
+
+    script = tmp_path / "ok.py"
+    script.write_text(
+        FAILING_SCRIPT.replace(
+            "import sys\n",
+            "import sys\n\nfrom cleanrl_utils.checks import check_envpool_atari_id\n",
+        )
+    )
+    flags, problems = probe_script(sys.executable, str(script), ["Breakout-v5", "Breakot-v5"])
+    assert flags == {"learning-rate", "env-id", "seed", "exp-name"}
+    assert problems == [
+        "unknown env id 'Breakot-v5' for EnvPool's Atari games; did you mean Breakout-v5, "
+        "BankHeist-v5, Backgammon-v5?"
+    ]
+    (tmp_path / "no_args.py").write_text("import sys\n")
+    with pytest.raises(SpaceError) as error:
+        probe_script(sys.executable, str(tmp_path / "no_args.py"), [])
+    assert str(error.value) == (
+        f"cannot read the flags of {tmp_path / 'no_args.py'}: it defines no `Args` dataclass "
+        "(the flags the tuner checks against)"
+    )
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    with pytest.raises(SpaceError) as error:
+        probe_script(sys.executable, str(tmp_path / "broken.py"), [])
+    assert str(error.value) == (
+        f"cannot read the flags of {tmp_path / 'broken.py'} (importing it failed): "
+        "ModuleNotFoundError: No module named 'no_such_module_here'"
+    )
+
+
 def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
     from dataclasses import dataclass
 
@@ -626,10 +681,18 @@ def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_li
 
 
 FAILING_SCRIPT = """import sys
+from dataclasses import dataclass
+
+
+@dataclass
+class Args:  # the flags the tuner checks its search space against
+    learning_rate: float = 2.5e-4
+    env_id: str = "Breakout-v5"
+    seed: int = 1
+    exp_name: str = "diverges"
+
+
 if __name__ == "__main__":
-    if "--help" in sys.argv:  # the flags the tuner checks its search space against
-        print("--learning-rate --env-id --seed --exp-name")
-        sys.exit(0)
     print("the loss is NaN", file=sys.stderr)
     sys.exit(1)
 """

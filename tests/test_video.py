@@ -140,3 +140,28 @@ def test_an_evaluation_s_video_dir_that_is_a_file_is_one_line_before_any_work(
     assert capsys.readouterr().err == (
         f"error: --video-dir {taken}: cannot write there: {taken} is a file, not a folder\n"
     )
+
+
+def test_the_end_of_a_run_says_where_its_videos_are(tmp_path, monkeypatch, capsys):
+    """`--capture-video`: the run's last lines name the videos' folder, then the run folder."""
+    from run_testing import open_run
+
+    from cleanrl_utils.after_training import finish_training
+
+    monkeypatch.chdir(tmp_path)
+    run = open_run(Path("runs"), capture_video=True, eval_episodes=2)
+    run.restore({})
+    run.end_iteration(run.args.num_iterations, 8 * run.args.num_iterations, [], {})
+    video = VideoWriter(Path("videos", run.name, "train-episode-0.mp4"))  # (as `RecordGames`)
+    video.append(frames(1)[0])
+    video.close()
+    played = []
+    finish_training(run, None, lambda **games: played.append(games["video_dir"]) or [1.0, 2.0])
+    assert run.finish() == 0
+    assert played == [f"videos/{run.name}"]
+    *_, videos, folder = capsys.readouterr().out.splitlines()
+    assert videos == (
+        f"videos: videos/{run.name}/ (2 evaluation games: eval-episode-N.mp4, 1 training game: "
+        "train-episode-N.mp4)"
+    )
+    assert folder.startswith(f"run folder: runs/{run.name}/")

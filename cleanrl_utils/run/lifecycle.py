@@ -19,17 +19,18 @@ Every script in `cleanrl/` makes these calls, in this order:
     sys.exit(run.exit_code())         # 0, 75 after SIGTERM/SIGUSR1/SIGHUP, 130 after Ctrl-C
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
-see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read only
-when a checkpoint is written. Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
+see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read at each
+iteration's end (its values checked to be finite). Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
 and gives back what the run changed in the process (`cleanrl_utils.run.process`: the signal
 handlers, `sys.stdout` on ranks other than 0, `sys.excepthook`), so a notebook or a test goes on as
 before the run. What the run cannot do (bad input, a checkpoint it cannot use, a stop before
 training) is a `RunError` that the script's entry point says in one line and exits with.
 
-The parts, one job each: `resume` (the checkpoint and the arguments reconciled with it),
-`stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `run_checkpoints` (writing
-them, a failing disk), `run_logs` (config.json, TensorBoard, W&B), `faults` (the folder's lock),
-`progress`, `process_state` (what the run borrows from the process). What it says goes through
+The parts, one job each, in this package: `resume` (the checkpoint and the arguments reconciled
+with it), `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `checkpointer`
+(writing them, a rewind, a failing disk), `records` (config.json, TensorBoard, W&B), `folder`
+(the folder's lock, a failing disk), `process` (what the run borrows from the process),
+`diverged` (a state no longer finite); and `cleanrl_utils.progress`. What it says goes through
 `output`: a stdout or stderr that is gone loses the line, never the run.
 """
 
@@ -230,15 +231,17 @@ class Run:
 
     def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
         """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
-        and writes a checkpoint of `state` (a dict, or a function returning one) when one is due:
+        and writes a checkpoint of `state` (a dict, or a function returning one, called at every
+        iteration's end, whose values are checked to be finite then) when one is due:
         every `--checkpoint-every` iterations, after the last, and after a stop signal, which
         also sets `stop_requested`. A stop signal that comes while a checkpoint is written makes
         that checkpoint the stop's (on one process, or after the last iteration: the ranks of a
         run on many stop together, after the next agreement)."""
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        if not callable(state):  # (a function: read when a checkpoint is due, checked then)
-            self._check_finite(iteration, state)
+        if callable(state):  # (a function: what a checkpoint would keep, read at each end)
+            state = state()
+        self._check_finite(iteration, state)
         self.iteration = iteration
         self.iteration_s = time.time() - self._lap_start + self.laps_s
         if self.stop_signal is None and (launcher := launcher_gone()) is not None:
@@ -261,8 +264,6 @@ class Run:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
         path = None
         if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
-            if callable(state):
-                state = self._check_finite(iteration, state())
             path = checkpointer.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...

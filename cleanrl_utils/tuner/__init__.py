@@ -7,8 +7,9 @@ module per job:
   Optuna's user attributes), bad input (`TunerError`, turned into one `error:` line at the
   entry points);
 - `storage`: the `--storage` flag: an RDB URL (SQLite by default) or a journal file;
-- `space`: the search space (`--param NAME=KIND:ARGS`), the script's flags from its `--help`,
-  read by `probe` (`python -m cleanrl_utils.tuner.probe`, run with the script's interpreter);
+- `space`: the search space (`--param NAME=KIND:ARGS`), the script's flags from its `Args`
+  dataclass, read by `probe` (`python -m cleanrl_utils.tuner.probe`, run with the script's
+  interpreter, which imports the script and asks its env id check);
 - `scores`: the objective: the metric from the event files, normalised, aggregated over games;
 - `trials`: one trial's runs as processes (`cleanrl_utils.pool`), intermediate values, pruning
   with SIGTERM;

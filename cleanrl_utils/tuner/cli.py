@@ -29,7 +29,7 @@ PROG = "python -m cleanrl_utils.tuner"
 @dataclass
 class Args:
     script: str = "cleanrl/ppo_atari_envpool.py"
-    """the training script to tune (a path); its `--help` is read to check every flag before any trial"""
+    """the training script to tune (a path); every flag is checked against its `Args` before any trial"""
     env_ids: list[str] = field(default_factory=lambda: ["Breakout-v5"])
     """the games every trial runs (`--env-id`); the objective aggregates over them"""
     param: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)

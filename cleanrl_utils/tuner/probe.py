@@ -1,18 +1,17 @@
 """`python -m cleanrl_utils.tuner.probe SCRIPT ENV_ID...`: what the tuner learns of a training
 script before any trial, in one process of the script's interpreter, so that its imports (torch,
-EnvPool) load once: the script's own env id check (the `check_*_id` of `cleanrl_utils.checks`
-that the script calls before building anything) on each env id, then the script's `--help`.
-Prints the help, then a line `MARK{"help_exit": ..., "env_problems": [...]}` (see
-`space.probe_script`, which runs it)."""
+EnvPool) load once. It imports the script (not as `__main__`: nothing runs) and asks it: the flags
+of its `Args` dataclass, as tyro spells them (`args_flags`), and, for each env id, what the
+script's own env id check says of it (the `check_*_id` of `cleanrl_utils.checks` that the script
+imports, through its problem function, `checks.ENV_ID_PROBLEMS`). Prints one line
+`MARK{"flags": [...], "env_problems": [...]}`, or `MARK{"error": ...}` when the script has no
+`Args` dataclass (see `space.probe_script`, which runs it)."""
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import importlib.util
-import io
 import json
-import os
-import runpy
 import sys
 
 from cleanrl_utils import checks
@@ -20,44 +19,44 @@ from cleanrl_utils import checks
 MARK = "@@cleanrl-tuner-probe@@"
 
 
-def env_problems(script: str, env_ids: list[str]) -> list[str]:
-    """The `error:` messages of the script's env id checks for the ids it would refuse."""
+def load(script: str):
+    """The script as a module, imported under a name of its own (its `__main__` block not run)."""
     spec = importlib.util.spec_from_file_location("_tuned_script", script)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` would
     spec.loader.exec_module(module)
-    found = [
-        fn
-        for name, fn in vars(checks).items()
-        if name.startswith("check_")
-        and name.endswith("_id")
-        and name != "check_env_id"
-        and vars(module).get(name) is fn
-    ]
-    problems = []
-    for env_id in env_ids:
-        for check in found:
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    check(env_id)
-            except SystemExit:
-                problems.append(err.getvalue().strip().removeprefix("error: "))
-    return problems
+    return module
 
 
-def help_exit(script: str):
-    """Runs `python SCRIPT --help` in this process (its help printed); its exit code."""
-    sys.argv = [script, "--help"]
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as e:
-        return e.code
-    return 0
+def args_flags(cls) -> list[str]:
+    """The flags tyro makes of the dataclass `cls` (without the dashes): `learning_rate` ->
+    `learning-rate`, a boolean's `no-` form too (`--no-cuda`); not the fields the script sets
+    itself (`init=False`: `batch_size`), which tyro leaves out."""
+    flags = []
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        name = field.name.replace("_", "-")
+        flags.append(name)
+        if field.type in (bool, "bool"):  # (a string with `from __future__ import annotations`)
+            flags.append(f"no-{name}")
+    return flags
+
+
+def env_problems(module, env_ids: list[str]) -> list[str]:
+    """What the script's env id check says of the ids it would refuse (its `error:` lines,
+    without `error: `)."""
+    imported = set(map(id, vars(module).values()))
+    asked = [problem for check, problem in checks.ENV_ID_PROBLEMS.items() if id(check) in imported]
+    return [p for env_id in env_ids for ask in asked if (p := ask(env_id)) is not None]
+
+
+def probe(script: str, env_ids: list[str]) -> dict:
+    module = load(script)
+    cls = getattr(module, "Args", None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return {"error": "it defines no `Args` dataclass (the flags the tuner checks against)"}
+    return {"flags": args_flags(cls), "env_problems": env_problems(module, env_ids)}
 
 
 if __name__ == "__main__":
-    script, env_ids = sys.argv[1], sys.argv[2:]
-    problems = env_problems(script, env_ids)
-    code = help_exit(script)
-    print("\n" + MARK + json.dumps({"help_exit": code, "env_problems": problems}))
+    print(MARK + json.dumps(probe(sys.argv[1], sys.argv[2:])))

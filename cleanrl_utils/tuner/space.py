@@ -1,11 +1,11 @@
 """The search space and the script's flags: `--param NAME=KIND:ARGS` parsed into a `params_fn`,
-the script's own flags read from its `--help`, and a trial's parameters written as flags."""
+the script's own flags read from its `Args` dataclass (`probe`), and a trial's parameters
+written as flags."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,7 +23,6 @@ KINDS = {
 }
 # set by the tuner for every run: not tunable, not allowed among the fixed flags
 TUNER_FLAGS = ("env-id", "seed", "exp-name", "resume")
-FLAG = re.compile(r"(?<![\w-])--([A-Za-z0-9][A-Za-z0-9_-]*)")
 
 
 class SpaceError(TunerError):
@@ -103,10 +102,10 @@ def space_params_fn(params: list[Param]) -> Callable:
 
 
 def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float = 300.0):
-    """The flags the script's `--help` lists (without the dashes), and the env ids the script
-    would refuse with their `error:` messages, from one process of `python` running
-    `cleanrl_utils.tuner.probe`. Raises SpaceError when the script cannot be read (no such
-    file, an import error, a failing `--help`)."""
+    """The flags of the script's `Args` (without the dashes, as tyro spells them), and the env
+    ids the script would refuse with their `error:` messages, from one process of `python`
+    running `cleanrl_utils.tuner.probe`, which imports the script. Raises SpaceError when the
+    script cannot be read (no such file, an import error, no `Args` dataclass)."""
     if not Path(script).is_file():
         raise SpaceError(f"no such script: {script}")
     try:
@@ -118,16 +117,18 @@ def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float 
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError) as e:
-        raise SpaceError(f"cannot run {script} --help: {e}") from None
-    help_text, _, tail = out.stdout.rpartition(MARK)
+        raise SpaceError(f"cannot read the flags of {script}: {e}") from None
+    _, _, tail = out.stdout.rpartition(MARK)
     try:
         result = json.loads(tail.strip().splitlines()[0])
     except (ValueError, IndexError):
         result = None
-    if out.returncode != 0 or result is None or result["help_exit"] not in (0, None):
+    if out.returncode != 0 or result is None:
         last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["(no output)"]
-        raise SpaceError(f"cannot read the flags of {script} (its --help failed): {last[0]}")
-    return set(FLAG.findall(help_text)), result["env_problems"]
+        raise SpaceError(f"cannot read the flags of {script} (importing it failed): {last[0]}")
+    if "error" in result:
+        raise SpaceError(f"cannot read the flags of {script}: {result['error']}")
+    return set(result["flags"]), result["env_problems"]
 
 
 def flag_name(key: str) -> str:

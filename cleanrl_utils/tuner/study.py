@@ -238,7 +238,7 @@ class Tuner:
     def check(self) -> TunerStudy:
         """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
         it cannot take files), the script's flags (the fixed ones and the search space's,
-        against its `--help`), the env ids (the script's own check), the storage (opened last: a
+        against its `Args`), the env ids (the script's own check), the storage (opened last: a
         new SQLite file is made only then). Ends the process with one `error:` line and exit
         code 2. Returns the study."""
         with one_error_line():
