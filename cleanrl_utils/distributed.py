@@ -189,8 +189,7 @@ class Distributed:
         if problem:
             self._fail_together(problem, USAGE_ERROR)
         if run.payload is None:
-            run.name = views[0][1]
-            run.dir = run.runs_dir / run.name
+            run.take_name(views[0][1])
 
     def _fail_together(self, message: str, code: int) -> None:
         """Every rank found the same problem in the same collective: one `error:` line each, and
@@ -316,7 +315,7 @@ class Distributed:
         if self.rank == min(set(range(self.world_size)) - set(lost), default=self.rank):
             logged = run.global_step + getattr(run.args, "batch_size", 0)
             mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
-        if run.checkpointed is None:
+        if run.checkpoints.newest is None:
             return "no checkpoint was written yet: the run must start again"
         return f"continue from its newest checkpoint with: {run.resume_command()}"
 

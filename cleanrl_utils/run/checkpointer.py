@@ -22,8 +22,21 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.folders import fsync_dir
 from cleanrl_utils.run.folder import disk_failure, folder_gone, kept_after, trim_partial_record
+from cleanrl_utils.run.stops import Phase
 
 KEEP = 2  # checkpoints kept per run, newest first
+
+
+class Checkpoints:
+    """What a run's checkpoints are: how many are kept (`keep`) and the (iteration, global step)
+    of the newest one written or resumed from (`newest`: what a second Ctrl-C falls back to, and
+    what a diverged run names). Only its own methods change it."""
+
+    def __init__(self, newest: tuple[int, int] | None, keep: int = KEEP):
+        self.newest, self.keep = newest, keep
+
+    def written(self, iteration: int, global_step: int) -> None:
+        self.newest = (iteration, global_step)
 
 
 def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
@@ -33,7 +46,7 @@ def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
     other than 0 (rank 0 writes every rank's RNGs), only what a second Ctrl-C falls back to."""
     ranks_rng = run.dist.gather(rng_state()) if run.dist is not None else None
     if run.rank != 0:
-        run.checkpointed = (iteration, global_step)
+        run.checkpoints.written(iteration, global_step)
         return None
     run.writer.flush()
     failed = run.writer.error  # (TensorBoard's: the checkpoint is still worth a try)
@@ -61,8 +74,8 @@ def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
         disk_failed(run, what, failed or exc)
     if failed:
         disk_failed(run, "the TensorBoard event file", failed)
-    run.checkpointed = (iteration, global_step)
-    for old in list_checkpoints(run.dir)[KEEP:]:
+    run.checkpoints.written(iteration, global_step)
+    for old in list_checkpoints(run.dir)[run.checkpoints.keep :]:
         old.unlink(missing_ok=True)
     return path
 
@@ -126,5 +139,5 @@ def disk_failed(run, what: str, exc: OSError) -> None:
     kept = kept_after(run.dir, exc, list_checkpoints(run.dir), run.resume_command())
     if run.progress is not None:
         run.progress.close()
-    run.finished = True  # (nothing more to close: `finish` would fail the same way)
+    run.stop.enter(Phase.FINISHED)  # (nothing more to close: `finish` would fail the same way)
     disk_failure(run.dir, what, exc, kept)

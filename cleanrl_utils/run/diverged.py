@@ -66,10 +66,10 @@ def diverged_line(run, iteration: int, names: list[str]) -> str:
     flags (a smaller learning rate); or that none was written."""
     lr = getattr(run.args, "learning_rate", None)
     hint = f" (a learning rate too large? --learning-rate {lr})" if lr is not None else ""
-    if run.checkpointed is None:
+    if run.checkpoints.newest is None:
         kept = "no checkpoint was written, so nothing is kept to continue from"
     else:
-        done = run.checkpointed[0]
+        done = run.checkpoints.newest[0]
         kept = (
             f"the newest checkpoint, of iteration {done} ({checkpoint_path(run.dir, done)}), holds "
             f"finite values: continue from it with other flags ({run.resume_command()} "

@@ -59,6 +59,7 @@ from cleanrl_utils.run.checkpointer import KEEP
 from cleanrl_utils.run.folder import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.run.process import ProcessState
 from cleanrl_utils.run.resume import games_seed, given_flags, resume_run
+from cleanrl_utils.run.stops import Phase
 from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
 from cleanrl_utils.video import run_videos_problem
 
@@ -82,9 +83,8 @@ class Run:
         self.runs_dir = Path(runs_dir)
         self.process = ProcessState()  # what the run changes in the process, given back at the end
         self.pid = os.getpid()
-        self.stop_signal: int | None = None
-        self.stop_requested = self.training = self.after_training = self.finished = False
-        self.payload = self.lock_fd = self.writer = self.progress = self.checkpointed = None
+        self.stop = stops.StopState()  # the first stop signal, whether the run stops, its phase
+        self.payload = self.lock_fd = self.writer = self.progress = None
         self.state = None  # what a checkpoint keeps, as `restore` and `end_iteration` last had it
         if self.rank != 0:  # (their informational lines would repeat rank 0's)
             self.process.silence_stdout()
@@ -117,8 +117,10 @@ class Run:
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
-        # (iteration, global step) of the newest checkpoint: what a second Ctrl-C falls back to
-        self.checkpointed = (done, self.global_step) if self.payload else None
+        # how many are kept, and the newest: what a second Ctrl-C falls back to
+        self.checkpoints = checkpointer.Checkpoints(
+            (done, self.global_step) if self.payload else None
+        )
         self.games_seed = games_seed(self.args.seed, self.start_iteration)
         if problem := missing_flag_extra(self.args) or upload_problem(self.args):  # before work
             raise RunError(problem)
@@ -201,12 +203,12 @@ class Run:
             # (checkpoints written before the run lifecycle moved here keep it in the state)
             self.start_time -= self.payload.get("elapsed", saved.get("elapsed", 0.0))
         if self.start_iteration > self.args.num_iterations:  # trained: the steps after it left
-            self.after_training = True
+            self.stop.enter(Phase.AFTER_TRAINING)
             return state
         total_steps = self.args.num_iterations * self.args.batch_size
         stream = None if self.rank == 0 else open(os.devnull, "w")  # noqa: SIM115
         self.progress = Progress(total_steps, start_step=self.global_step, stream=stream)
-        self.training = True
+        self.stop.enter(Phase.TRAINING)
         self._lap_start = time.time()
         return state
 
@@ -244,15 +246,15 @@ class Run:
         self._check_finite(iteration, state)
         self.iteration = iteration
         self.iteration_s = time.time() - self._lap_start + self.laps_s
-        if self.stop_signal is None and (launcher := launcher_gone()) is not None:
+        if self.stop.signal is None and (launcher := launcher_gone()) is not None:
             self.say(
                 f"the launcher that started this run (pid {launcher}) is gone: writing a "
                 "checkpoint and stopping, as on SIGTERM (its command, run again, continues it)"
             )
-            self.stop_signal = signal.SIGTERM  # (what its pool would have sent)
+            self.stop.receive(signal.SIGTERM)  # (what its pool would have sent)
         if self.dist is not None:  # every rank stops after the same iteration
-            self.stop_signal = self.dist.agreed_stop(self.stop_signal)
-        self.stop_requested = self.stop_signal is not None
+            self.stop.agree(self.dist.agreed_stop(self.stop.signal))
+        self.stop.request()
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
         self.global_step = global_step
@@ -267,11 +269,11 @@ class Run:
             path = checkpointer.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...
-            self.after_training = not self.stop_requested
-            self.training = False
-        if saved and not self.stop_requested and self.stop_signal is not None:
+            self.stop.enter(Phase.STOPPING if self.stop_requested else Phase.AFTER_TRAINING)
+        if saved and not self.stop_requested and self.stop.signal is not None:
             if last or self.world_size == 1:  # ...and one that came during the checkpoint
-                self.stop_requested, self.after_training, self.training = True, False, False
+                self.stop.request()
+                self.stop.enter(Phase.STOPPING)
                 self.progress.close()
         if self.stop_requested and path is not None:
             stops.stopped_with_checkpoint(self, iteration, path)
@@ -290,7 +292,7 @@ class Run:
     def say(self, message: str) -> None:
         """A message on stderr, on a line of its own (not glued to the progress bar); a stderr
         that is gone drops it (`output`)."""
-        if self.progress is not None and self.training:
+        if self.progress is not None and self.stop.phase is Phase.TRAINING:
             self.progress.write(message)
         else:
             output.say(message)
@@ -301,6 +303,30 @@ class Run:
     def _on_second_ctrl_c(self, signum, frame) -> None:
         stops.on_second_ctrl_c(self)
 
+    def take_name(self, name: str) -> None:
+        """The ranks of a new run on many processes take rank 0's name (and folder) for it."""
+        self.name, self.dir = name, self.runs_dir / name
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The first stop signal received, which decides the exit code (None: none came)."""
+        return self.stop.signal
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether the run stops: after this iteration's checkpoint (written), or before
+        training began."""
+        return self.stop.requested
+
+    @property
+    def after_training(self) -> bool:
+        """Whether the run trained to its end and does the steps after training now."""
+        return self.stop.phase is Phase.AFTER_TRAINING
+
+    @property
+    def finished(self) -> bool:
+        return self.stop.phase is Phase.FINISHED
+
     def resume_command(self) -> str:
         launcher = "python" if self.world_size == 1 else "python -m cleanrl_utils.torchrun ..."
         return f"{launcher} {sys.argv[0]} --resume {self.dir}"
@@ -310,7 +336,7 @@ class Run:
     def exit_code(self) -> int:
         """0; after a stop signal (its checkpoint is written) `CHECKPOINT_EXIT`, or
         `INTERRUPTED` for Ctrl-C: the first signal's (`exits.stop_code`)."""
-        return stop_code(self.stop_signal) if self.stop_requested else 0
+        return stop_code(self.stop.signal) if self.stop_requested else 0
 
     def __enter__(self) -> Run:
         return self
@@ -324,7 +350,8 @@ class Run:
             self.finish()
             return
         try:
-            if self.training and isinstance(exc, Exception) and not isinstance(exc, RunError):
+            training = self.stop.phase is Phase.TRAINING
+            if training and isinstance(exc, Exception) and not isinstance(exc, RunError):
                 if self.state is not None:
                     self._check_finite(self.iteration + 1, self.state, exc)
         finally:
@@ -343,9 +370,10 @@ class Run:
         return code
 
     def _close(self, code: int) -> None:
-        if self.writer is None or self.finished:  # (never started, or finished already)
+        if self.writer is None or self.stop.phase is Phase.FINISHED:  # (never started, or closed)
             return
-        self.finished = True
+        after_training = self.stop.phase is Phase.AFTER_TRAINING
+        self.stop.enter(Phase.FINISHED)
         if self.dist is not None:
             self.dist.close()
         if code == 0 and self.rank == 0:
@@ -358,7 +386,7 @@ class Run:
         self.writer.close()
         if self.writer.error is not None:
             checkpointer.disk_failed(self, "the TensorBoard event file", self.writer.error)
-        if code == 0 and self.after_training and self.rank == 0:
+        if code == 0 and after_training and self.rank == 0:
             mark_finished(self.dir / "config.json", self.global_step)  # a resume: nothing to do
         if self.lock_fd is not None:  # (rank 0's folder, made)
             mark_output_lost(self.dir / "config.json", output.lost())

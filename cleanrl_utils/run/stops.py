@@ -26,12 +26,53 @@ by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and it
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 
 from cleanrl_utils import output
 from cleanrl_utils.exits import RunError, early_stop, signal_name, stop_code
 from cleanrl_utils.folders import mark_output_lost, mark_stopped
+
+
+class Phase(enum.Enum):
+    """Where a run is in its life, which decides what a stop signal does."""
+
+    STARTING = "starting"  # from `Run(...)` to its first iteration: a stop ends it at a safe point
+    TRAINING = "training"  # the iterations: finish this one, checkpoint, stop
+    AFTER_TRAINING = "after training"  # model file, evaluation, upload: a stop ends it at once
+    STOPPING = "stopping"  # its stop's checkpoint is written: the run is on its way out
+    FINISHED = "finished"  # closed (or a failed write closed it): nothing more to close
+
+
+class StopState:
+    """A run's stop: the first stop signal (`signal`, which decides the exit code), whether the
+    run stops (`requested`: after its checkpoint, or before training), and its `phase`. Only its
+    own methods change it."""
+
+    def __init__(self):
+        self.signal: int | None = None
+        self.requested = False
+        self.phase = Phase.STARTING
+
+    def receive(self, signum: int) -> int | None:
+        """A stop signal came; the first one received is kept. Returns the one before, if any."""
+        first = self.signal
+        if first is None:
+            self.signal = signum
+        return first
+
+    def agree(self, signum: int | None) -> None:
+        """The stop the ranks agreed on (`Distributed.agreed_stop`): theirs, whatever came here."""
+        self.signal = signum
+
+    def request(self) -> None:
+        """The run stops now (a signal was received): after this iteration's checkpoint, or
+        before training begins."""
+        self.requested = self.signal is not None
+
+    def enter(self, phase: Phase) -> None:
+        self.phase = phase
 
 
 def record_stop(run, stopped_by: str, global_step: int) -> None:
@@ -46,10 +87,11 @@ def stop_before_training(run) -> None:
     """Finishes `run` and raises a `RunError` (its line; exit code 75 or 130) when a stop came
     (recorded since the run began, `early_stop`, or to `run`'s handlers; the first decides) and
     `run` is not training yet; else nothing."""
-    signum = early_stop() or run.stop_signal
-    if signum is None or run.training:
+    signum = early_stop() or run.stop.signal
+    if signum is None or run.stop.phase is Phase.TRAINING:
         return
-    run.stop_signal, run.stop_requested = signum, True
+    run.stop.receive(signum)
+    run.stop.request()
     if run.payload is not None:
         then = f"nothing is lost: continue with: {run.resume_command()}"
     else:
@@ -66,7 +108,7 @@ def stop_before_training(run) -> None:
 def stopped_with_checkpoint(run, iteration: int, path) -> None:
     """The stop's checkpoint (of `iteration`, at `path`) is written: config.json records the
     stop, and one line says how the run goes on (on rank 0, which wrote it)."""
-    name = signal_name(run.stop_signal)
+    name = signal_name(run.stop.signal)
     record_stop(run, name, run.global_step)
     run.say(
         f"{name}: checkpoint of iteration {iteration} written to {path}; exiting with code "
@@ -97,15 +139,13 @@ def on_stop_signal(run, signum: int) -> None:
     workers) ignore them: the group gets the signal, and this process stops them."""
     if os.getpid() != run.pid:
         return
-    if run.after_training:
+    if run.stop.phase is Phase.AFTER_TRAINING:
         stop_after_training(run, signum)
     if signum == signal.SIGINT:
         run.process.stops.replace(signal.SIGINT, run._on_second_ctrl_c)
     again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
-    first = run.stop_signal
-    if first is None:
-        run.stop_signal = signum
-    if not run.training:
+    first = run.stop.receive(signum)
+    if run.stop.phase is not Phase.TRAINING:
         return
     if first is None:
         wait = f" (about {run.iteration_s:.0f} s)" if run.iteration_s else ""
@@ -130,13 +170,13 @@ def on_second_ctrl_c(run) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if run.progress is not None:
         run.progress.close()
-    if run.checkpointed is None:
+    if run.checkpoints.newest is None:
         lost = (
             f"the {run.global_step:,} steps trained so far and the iteration under way are "
             "lost: no checkpoint was written yet, so the run cannot be resumed"
         )
     else:
-        iteration, step = run.checkpointed
+        iteration, step = run.checkpoints.newest
         lost = (
             f"the {run.global_step - step:,} steps trained since the checkpoint of iteration "
             f"{iteration} and the iteration under way are lost (continue from that "
