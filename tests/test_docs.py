@@ -297,3 +297,24 @@ def test_the_readme_and_the_long_runs_page_give_the_measured_cpu_speed_and_time(
         assert f"about {hours} hours" in text and f"({sps} steps/s measured" in text, page
         other = [n for n in re.findall(r"\b(\d+) steps/s", text) if int(n) != sps]
         assert not other, (page, other)  # no other speed
+
+
+def test_the_layout_picture_puts_every_unit_on_its_floor():
+    """docs/layout.md draws the floors of `cleanrl_utils`: each unit of FLOORS on its floor's
+    line, and every module and subpackage of the package, the lifecycle's parts too."""
+    text = (REPO_ROOT / "docs" / "layout.md").read_text()
+    picture = text.split("```text\n", 1)[1].split("```", 1)[0]
+    drawn, floor = {}, None
+    for line in picture.splitlines():
+        floor = line[:16].strip() or floor
+        drawn.setdefault(floor, set()).update(w.strip(",:/()") for w in line[16:].split())
+    assert list(drawn) == list(reversed(hooks.FLOORS))  # (drawn top floor first)
+    for name, units in hooks.FLOORS.items():
+        assert set(units) <= drawn[name], (name, set(units) - drawn[name])
+    package = REPO_ROOT / "cleanrl_utils"
+    everything = set().union(*drawn.values())
+    units = {p.stem for p in package.glob("*.py")} | {
+        p.parent.name for p in package.glob("*/__init__.py")
+    }
+    parts = {p.stem for p in (package / "run").glob("*.py")}
+    assert units - {"__init__"} <= everything and parts - {"__init__"} <= everything
