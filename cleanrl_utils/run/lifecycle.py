@@ -45,6 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
+import cleanrl_utils.run.checkpointer as checkpointer  # (the parts by module: not the package,
+import cleanrl_utils.run.diverged as diverged  # whose `__init__` imports this one)
+import cleanrl_utils.run.records as records
+import cleanrl_utils.run.stops as stops
 from cleanrl_utils import output, protocols
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
@@ -54,7 +58,6 @@ from cleanrl_utils.folders import RunName, mark_finished, mark_output_lost, name
 from cleanrl_utils.hub_auth import upload_problem
 from cleanrl_utils.machine import device_of
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.run import checkpointer, diverged, records, stops
 from cleanrl_utils.run.checkpointer import KEEP
 from cleanrl_utils.run.folder import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.run.process import ProcessState
