@@ -17,6 +17,7 @@ SCRIPTS = {
     "ppo_atari_lstm": "gymnasium",
     "ppo_atari_envpool_xla_jax": "envpool",
     "ppo_atari_envpool_xla_jax_scan": "envpool",
+    "ppo_atari_envpool_xla_jax_scan_multigpu": "envpool",
     "ppo_atari_ale_vector": "ale_vector",
 }
 # one run on --nproc processes (torchrun), the batch of the others: --num-envs split over them
