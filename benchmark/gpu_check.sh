@@ -11,6 +11,7 @@
 #   3. the same with --cudagraphs
 #   4. ppo_atari_envpool_xla_jax.py (JAX on the GPU)
 #   5. ppo_atari_envpool_multigpu.py on two ranks over NCCL (two GPUs)
+#   6. ppo_atari_envpool_xla_jax_scan_multigpu.py on every GPU JAX sees (two or more)
 # A part that fails prints `FAILED: PART (...)` and the end of its output; the others still run;
 # the exit code is 1 when any failed. Where torch (or JAX) sees no GPU, each GPU part prints
 # `skipped: PART: WHY`. `--cpu` adds a tiny CPU part (two ranks over gloo) to check the
@@ -72,6 +73,17 @@ else
     else
         echo "skipped: two ranks on NCCL: needs 2 GPUs, torch sees $gpus"
     fi
+fi
+
+# --- JAX on every device (ppo_atari_envpool_xla_jax_scan_multigpu.py), kept apart from the torch
+# parts above: with 2+ GPUs JAX sees, the script on all of them, 8 envs per GPU (the global batch
+# grows with the GPUs), steady steps per second
+jax_gpus=$("$python" -c "import jax; print(sum(d.platform == 'gpu' for d in jax.devices()))" 2>/dev/null | tail -n 1)
+if ! [[ "${jax_gpus:-}" =~ ^[0-9]+$ ]] || [ "$jax_gpus" -lt 2 ]; then
+    echo "skipped: JAX on every GPU: needs 2 GPUs that JAX sees, it sees ${jax_gpus:-none} (its CUDA plugins: docs/installation.md)"
+else
+    measure "JAX on all $jax_gpus GPUs" --scripts ppo_atari_envpool_xla_jax_scan_multigpu --burn-in 2 \
+        --extra-args="--num-envs $((8 * jax_gpus))"
 fi
 
 if [ "${1:-}" = "--cpu" ]; then

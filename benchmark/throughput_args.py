@@ -21,7 +21,9 @@ SCRIPTS = {
 }
 # one run on --nproc processes (torchrun), the batch of the others: --num-envs split over them
 MULTI_PROCESS = {"ppo_atari_envpool_multigpu": "envpool", "ppo_atari_multigpu": "gymnasium"}
-KINDS = SCRIPTS | MULTI_PROCESS
+# one process on every JAX device (not in the default list: on one device it is the scan script)
+MULTI_DEVICE = {"ppo_atari_envpool_xla_jax_scan_multigpu": "envpool"}
+KINDS = SCRIPTS | MULTI_PROCESS | MULTI_DEVICE
 
 
 @dataclass

@@ -406,6 +406,13 @@ def test_the_gpu_check_on_a_machine_without_gpus_says_which_parts_it_skipped_and
     assert done.returncode == 0, describe(done)
     parts = ["eager", "--compile", "--cudagraphs", "the JAX script", "two ranks on NCCL"]
     lines = done.stdout.strip().splitlines()
+    # the JAX multi-device part has its own block and reason
+    jax_lines = [line for line in lines if "JAX on every GPU" in line]
+    assert jax_lines == [
+        "skipped: JAX on every GPU: needs 2 GPUs that JAX sees, it sees 0 "
+        "(its CUDA plugins: docs/installation.md)"
+    ], describe(done)
+    lines = [line for line in lines if line not in jax_lines]
     assert len(lines) == len(parts), describe(done)
     for line, part in zip(lines, parts):
         assert line.startswith("skipped: ") and part in line and "no CUDA GPU" in line, line
