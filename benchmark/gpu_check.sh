@@ -10,7 +10,10 @@
 #   2. the same with --compile
 #   3. the same with --cudagraphs
 #   4. ppo_atari_envpool_xla_jax.py (JAX on the GPU)
-#   5. ppo_atari_envpool_multigpu.py on two ranks over NCCL (two GPUs)
+#   5. with 2+ GPUs, the data-parallel scripts: ppo_atari_envpool_multigpu.py eager, --compile and
+#      --cudagraphs, each on one GPU and on all GPUs (NCCL; DATA_PARALLEL_ENVS envs per GPU,
+#      default 8: the global batch grows with the GPUs), then one table: steps per second per
+#      configuration and the scaling against one GPU
 # A part that fails prints `FAILED: PART (...)` and the end of its output; the others still run;
 # the exit code is 1 when any failed. Where torch (or JAX) sees no GPU, each GPU part prints
 # `skipped: PART: WHY`. `--cpu` adds a tiny CPU part (two ranks over gloo) to check the
@@ -19,17 +22,24 @@ set -u
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python}
 iterations=${GPU_CHECK_ITERATIONS:-5}
+per_gpu=${DATA_PARALLEL_ENVS:-8}
 failed=0
+declare -A sps  # part -> its steady steps per second (the table of the data-parallel parts)
 
 measure() {  # measure NAME THROUGHPUT_FLAGS...: one part, with the GPUs' peak memory
-    local name=$1 samples status
+    local name=$1 samples status table
     shift
     echo "== $name"
     samples=$(mktemp)
+    table=$(mktemp)
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$samples" 2>/dev/null &
     local sampler=$!
-    "$python" benchmark/throughput.py --no-bounds --iterations "$iterations" "$@" 2>&1 | tail -n 25
+    "$python" benchmark/throughput.py --no-bounds --iterations "$iterations" --markdown "$table" \
+        "$@" 2>&1 | tail -n 25
     status=${PIPESTATUS[0]}
+    # the steady SPS: the second column of the script's row
+    sps[$name]=$(awk -F'|' '/^\| `/ { gsub(/[ ,]/, "", $3); print $3; exit }' "$table")
+    rm -f "$table"
     kill "$sampler" 2>/dev/null
     wait "$sampler" 2>/dev/null
     local peak
@@ -43,6 +53,34 @@ measure() {  # measure NAME THROUGHPUT_FLAGS...: one part, with the GPUs' peak m
     fi
 }
 
+data_parallel() {  # the data-parallel parts on 1 GPU and on all $gpus GPUs, then their table
+    local mode extra rows=() row label one all
+    for mode in eager --compile --cudagraphs; do
+        extra="--backend nccl"
+        [ "$mode" = eager ] || extra="$extra $mode"
+        measure "torch, 1 GPU, $mode" --scripts ppo_atari_envpool_multigpu --nproc 1 \
+            --extra-args="$extra --num-envs $per_gpu"
+        measure "torch, $gpus GPUs, $mode" --scripts ppo_atari_envpool_multigpu --nproc "$gpus" \
+            --extra-args="$extra --num-envs $((per_gpu * gpus))"
+        rows+=("torch ppo_atari_envpool_multigpu.py, $mode|torch, 1 GPU, $mode|torch, $gpus GPUs, $mode")
+    done
+    # THE JAX DATA-PARALLEL SCRIPT GOES HERE: its parts measured as above (one device, all
+    # devices), and one more row: rows+=("LABEL|ONE-DEVICE PART|ALL-DEVICES PART")
+    echo "== data parallel on $gpus GPUs: steady steps per second, $per_gpu envs per GPU"
+    echo "| configuration | 1 GPU | $gpus GPUs | scaling | per GPU |"
+    echo "|---|---:|---:|---:|---:|"
+    for row in "${rows[@]}"; do
+        IFS='|' read -r label one all <<< "$row"
+        one=${sps[$one]:-} all=${sps[$all]:-}
+        if [[ "$one" =~ ^[0-9.]+$ && "$all" =~ ^[0-9.]+$ ]] && [ "${one//[0.]/}" != "" ]; then
+            awk -v l="$label" -v o="$one" -v a="$all" -v n="$gpus" \
+                'BEGIN { printf "| %s | %s | %s | %.2fx | %.0f%% |\n", l, o, a, a / o, 100 * a / o / n }'
+        else
+            echo "| $label | ${one:-failed} | ${all:-failed} | | |"
+        fi
+    done
+}
+
 gpus=$("$python" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>&1 | tail -n 1)
 if ! [[ "$gpus" =~ ^[0-9]+$ ]]; then
     echo "error: cannot ask torch for GPUs: $gpus" >&2
@@ -52,9 +90,10 @@ fi
 if [ "$gpus" -eq 0 ]; then
     why="torch sees no CUDA GPU here (torch.cuda.is_available() is False)"
     for part in "one process, eager" "one process, --compile" "one process, --cudagraphs" \
-        "the JAX script" "two ranks on NCCL"; do
+        "the JAX script"; do
         echo "skipped: $part: $why"
     done
+    echo "skipped: the data-parallel scripts on all GPUs (eager, --compile, --cudagraphs) and their table: $why"
 else
     script=(--scripts ppo_atari_envpool)
     measure "one process, eager" "${script[@]}"
@@ -67,10 +106,9 @@ else
         echo "skipped: the JAX script: JAX runs on '${jax_backend:-nothing}', not a GPU (its CUDA plugins: docs/installation.md)"
     fi
     if [ "$gpus" -ge 2 ]; then
-        measure "two ranks on NCCL" --scripts ppo_atari_envpool_multigpu --nproc 2 \
-            --extra-args="--backend nccl"
+        data_parallel
     else
-        echo "skipped: two ranks on NCCL: needs 2 GPUs, torch sees $gpus"
+        echo "skipped: the data-parallel scripts on all GPUs (eager, --compile, --cudagraphs) and their table: needs 2 GPUs, torch sees $gpus"
     fi
 fi
 
