@@ -267,12 +267,13 @@ def collect_rollout(policy, envs, rollout, next_obs, next_valid, episode_stats):
     return next_obs, next_valid, finished
 
 
-def ppo_loss(agent, args, mb, dist):
+def ppo_loss(agent, args, mb, real, dist):
     """This rank's share `mb` (a Rollout) of the clipped PPO loss of one minibatch, averaged over
-    the valid transitions of all ranks (global sums): the ranks' shares add up to its loss."""
+    the valid transitions of all ranks (global sums): the ranks' shares add up to its loss.
+    `real`: 1. for this rank's transitions, 0. for padding (--compile's fixed shape)."""
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.actions)
     logratio = newlogprob - mb.logprobs
-    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids
+    advantages, returns, values, valids = mb.advantages, mb.returns, mb.values, mb.valids * real
     # one collective: the count, mean and variance of the valid advantages of every rank's share
     valid_count, adv_mean, adv_var = dist.moments(advantages, valids)
     count = valid_count.clamp(min=1.0)
@@ -319,8 +320,9 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
     for epoch in range(args.update_epochs):
         dist.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
-            mb_inds = dist.local_indices(b_inds[start : start + args.minibatch_size], args.num_envs)
-            loss, stats = ppo_loss(agent, args, rollout.minibatch(mb_inds), dist)
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            mb_inds, real, loss_fn = dist.share(mb_inds, args, ppo_loss)  # padded with --compile
+            loss, stats = loss_fn(agent, args, rollout.minibatch(mb_inds), real, dist)
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()

@@ -267,12 +267,13 @@ def collect_rollout(policy, get_value, envs, rollout, next_obs, episode_stats):
     return next_obs, finished
 
 
-def ppo_loss(agent, args, mb, dist):
+def ppo_loss(agent, args, mb, real, dist):
     """This rank's share `mb` (a Rollout) of the clipped PPO loss of one minibatch, its means
-    taken over all ranks' transitions (global sums): the ranks' shares add up to its loss."""
+    taken over all ranks' transitions (global sums): the ranks' shares add up to its loss.
+    `real`: 1. for this rank's transitions, 0. for padding (--compile's fixed shape)."""
 
     def mean(x):  # this rank's share of a mean over the whole minibatch
-        return x.sum() / args.minibatch_size
+        return (x * real).sum() / args.minibatch_size
 
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.actions)
     logratio = newlogprob - mb.logprobs
@@ -286,7 +287,7 @@ def ppo_loss(agent, args, mb, dist):
         clipfrac = mean(((ratio - 1.0).abs() > args.clip_coef).float())
 
     if args.norm_adv:  # one collective: the advantages' mean and variance over every rank's share
-        _, adv_mean, adv_var = dist.moments(advantages)  # (the variance of one sample: 0)
+        _, adv_mean, adv_var = dist.moments(advantages, real)  # (the variance of one sample: 0)
         advantages = (advantages - adv_mean) / (adv_var.sqrt() + 1e-8)
 
     # Policy loss
@@ -321,8 +322,9 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
     for epoch in range(args.update_epochs):
         dist.shuffle(b_inds)
         for start in range(0, args.batch_size, args.minibatch_size):
-            mb_inds = dist.local_indices(b_inds[start : start + args.minibatch_size], args.num_envs)
-            loss, stats = ppo_loss(agent, args, rollout.minibatch(mb_inds), dist)
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            mb_inds, real, loss_fn = dist.share(mb_inds, args, ppo_loss)  # padded with --compile
+            loss, stats = loss_fn(agent, args, rollout.minibatch(mb_inds), real, dist)
             clipfracs.append(stats["clipfrac"])
 
             optimizer.zero_grad()

@@ -22,7 +22,7 @@ every call does what one process needs (nothing, or returns its input).
 The update is the single-process update of the global batch. Every rank draws the same
 permutation of the global batch from a generator of its own (`Shuffle`: seeded alike, part of the
 checkpoint, its digest compared in the stop agreement every iteration) and takes from each
-minibatch the transitions it holds (`local_indices`), so that the ranks' minibatches together are
+minibatch the transitions it holds (`share`), so that the ranks' minibatches together are
 the single-process minibatch. Means over a minibatch are sums over each rank's share divided by
 the minibatch's global count (`sum`; the advantages' statistics: `moments`), so that summing the
 ranks' gradients gives the gradient of the union minibatch's loss.
@@ -54,6 +54,7 @@ import time
 import numpy as np
 
 from cleanrl_utils.checks import fail
+from cleanrl_utils.compile import share_size
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.folders import mark_stopped
 from cleanrl_utils.output import flush, say
@@ -108,13 +109,6 @@ class Distributed:
         self.shuffler = Shuffle(getattr(args, "seed", 0))  # (a resumed run: as checkpointed)
         if args.local_num_envs <= 0:
             fail(f"--local-num-envs must be positive, got {args.local_num_envs}")
-        for name in ("compile", "cudagraphs"):
-            if self.world_size > 1 and getattr(args, name, False):
-                fail(
-                    f"--{name} runs one process only for now ({self.world_size} here): a rank's "
-                    "share of a minibatch changes size every minibatch, which a compiled loss "
-                    "would recompile for; run without it (docs/throughput.md)"
-                )
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if args.backend == "nccl" and gpus == 0:
             fail("--backend nccl needs CUDA GPUs and torch sees none here: use --backend gloo")
@@ -428,13 +422,27 @@ class Distributed:
         """Shuffles `inds` in place with the ranks' permutation generator (`Shuffle`)."""
         self.shuffler(inds)
 
-    def local_indices(self, global_inds: np.ndarray, num_envs: int) -> np.ndarray:
-        """The transitions of a minibatch of the global batch that this rank holds, as indices
-        into its own flattened rollout. The global rollout is (num_steps, num_envs), rank r
-        holding envs [r * n, (r + 1) * n); flattened, transition (t, e) is t * num_envs + e."""
-        if self.world_size == 1:
-            return global_inds
-        n = num_envs // self.world_size
-        t, e = np.divmod(global_inds, num_envs)
-        mine = e // n == self.rank
-        return t[mine] * n + e[mine] % n
+    def share(self, global_inds: np.ndarray, args, loss_fn):
+        """This rank's share of a minibatch of the global batch: its indices into this rank's
+        flattened rollout, `real` (1. for them, 0. for padding) and the loss to call. The global
+        rollout is (num_steps, num_envs), rank r holding envs [r * n, (r + 1) * n); flattened,
+        transition (t, e) is t * num_envs + e. With --compile on several ranks the share is padded
+        (with row 0, not real) to a fixed size, `share_size`, so that the loss compiles once; a
+        minibatch with a larger share on some rank (every rank sees it: one permutation) runs the
+        eager loss (`__wrapped__`), on every rank."""
+        import torch
+
+        inds = global_inds
+        if self.world_size > 1:
+            n = args.num_envs // self.world_size
+            t, e = np.divmod(global_inds, args.num_envs)
+            inds = t[e // n == self.rank] * n + e[e // n == self.rank] % n
+        real_count = len(inds)
+        if self.world_size > 1 and (args.compile or args.cudagraphs):
+            size = share_size(args.batch_size, args.minibatch_size, self.world_size)
+            if np.bincount(e // n, minlength=self.world_size).max() <= size:
+                inds = np.pad(inds, (0, size - real_count))
+            else:
+                loss_fn = getattr(loss_fn, "__wrapped__", loss_fn)
+        real = (torch.arange(len(inds), device=self.device) < real_count).float()
+        return inds, real, loss_fn

@@ -268,7 +268,7 @@ BENCHMARK_FLOORS = {
     "machine": ["machine"],
     "flags": ["throughput_args"],
     "halves": ["throughput_measure", "throughput_report"],
-    "command lines": ["throughput", "jax_lockstep", "tune_ppo_atari_envpool"],
+    "command lines": ["throughput", "jax_lockstep", "tune_ppo_atari_envpool", "padding_cost"],
 }
 
 

@@ -5,12 +5,13 @@ update (every epoch and minibatch) with the parameters that the single-process s
 reaches on the whole rollout, to float tolerance: once with no gradient clipped and once with every
 minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own). The
 same processes then put a rank's permutation generator one draw out of step: the stop agreement
-catches it. In process: what the ranks compare at the start, the backend's default, `--compile`
-refused with several ranks, the permutation generator and its older checkpoints.
+catches it. A third case pads each rank's share to the fixed size of `--compile`. In process: each rank's share of a minibatch (padded or not), a padded share's loss, what the ranks
+compare at the start, the backend's default, the permutation generator and its older checkpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -30,6 +31,7 @@ from update_rank import (
 )
 
 from cleanrl_utils.checkpoint import decode_tree, encode_tree
+from cleanrl_utils.compile import share_size
 from cleanrl_utils.distributed import Distributed, default_backend
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement
 from cleanrl_utils.scripts import load_script
@@ -114,9 +116,9 @@ def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, rank_results
     ranks = rank_results[name]
     for case, (max_grad_norm, lr) in CASES.items():
         expected_params, expected_stats, norms = single_process_update(name, case, monkeypatch)
-        # the clipped case clips every minibatch's gradient, the unclipped one none
+        # the clipped cases clip every minibatch's gradient, the unclipped one none
         assert len(norms) == NUM_MINIBATCHES * make_args().update_epochs, case
-        assert all((norm > max_grad_norm) == (case == "clipped") for norm in norms), (case, norms)
+        assert all((norm > max_grad_norm) == (case != "unclipped") for norm in norms), (case, norms)
         initial = make_case(SIBLINGS[name], lr=lr)[0].state_dict()
         for got in (r[case] for r in ranks):
             assert got["params"].keys() == expected_params.keys()
@@ -146,21 +148,75 @@ def test_a_rank_whose_permutation_generator_is_out_of_step_is_caught_in_the_stop
         assert "on rank 0" in last and "on rank 1" in last, said
 
 
-def test_the_ranks_minibatches_together_are_the_single_process_minibatch():
+def rank_of(rank: int, world_size: int = 2) -> Distributed:
+    dist = object.__new__(Distributed)
+    dist.rank, dist.world_size, dist.device = rank, world_size, torch.device("cpu")
+    return dist
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_ranks_minibatches_together_are_the_single_process_minibatch(compiled):
+    """Eager: each rank's share as it comes. Compiled: every share padded to one fixed size,
+    the padding not real; the real rows together are still the minibatch."""
     args = make_args(local_num_envs=NUM_ENVS // 2)
+    args.compile = compiled
     batch = NUM_STEPS * NUM_ENVS
     b_inds = np.random.default_rng(0).permutation(batch)
     global_ids = np.arange(batch).reshape(NUM_STEPS, NUM_ENVS)
+    sizes = set()
     for start in range(0, batch, batch // NUM_MINIBATCHES):
         mb = b_inds[start : start + batch // NUM_MINIBATCHES]
         union = []
         for rank in range(2):
-            dist = object.__new__(Distributed)
-            dist.rank, dist.world_size = rank, 2
-            local = dist.local_indices(mb, args.num_envs)
+            local, real, loss_fn = rank_of(rank).share(mb, args, len)
+            assert loss_fn is len and real.shape == (len(local),)
             mine = global_ids[:, rank * 2 : (rank + 1) * 2].reshape(-1)  # its flattened rollout
-            union += mine[local].tolist()
+            union += mine[local[real.bool().numpy()]].tolist()
+            sizes.add(len(local))
+            assert real.tolist() == sorted(real.tolist(), reverse=True)  # the padding last
         assert sorted(union) == sorted(mb.tolist())
+    assert (sizes == {share_size(batch, batch // NUM_MINIBATCHES, 2)}) == compiled, sizes
+
+
+def test_a_minibatch_with_a_share_larger_than_the_fixed_size_runs_eagerly_on_every_rank():
+    batch, minibatch = 64, 32  # 16 a rank on average, fixed at 29
+    args = make_args(local_num_envs=2)
+    args.num_envs, args.batch_size, args.minibatch_size, args.compile = 4, batch, minibatch, True
+    assert share_size(batch, minibatch, 2) == 29
+    global_ids = np.arange(batch).reshape(16, 4)
+    mb = np.concatenate([global_ids[:, :2].reshape(-1)[:30], global_ids[:, 2:].reshape(-1)[:2]])
+
+    def loss(*args):  # (never called: what `share` picks is the point)
+        return 0
+
+    compiled = torch.compile(loss)
+    for rank, count in ((0, 30), (1, 2)):
+        local, real, loss_fn = rank_of(rank).share(mb, args, compiled)
+        assert loss_fn is loss and len(local) == count and bool(real.all()), rank
+    local, real, loss_fn = rank_of(1).share(mb[2:], args, compiled)  # 28 and 2: padded
+    assert loss_fn is compiled and len(local) == 29 and real.sum() == 2
+
+
+@pytest.mark.parametrize("name", list(SIBLINGS))
+def test_a_padded_share_gives_the_loss_and_gradients_of_the_unpadded_one(name):
+    script = load_script(name)
+    agent, _, rollout, advantages, returns = make_case(SIBLINGS[name])
+    rollout = dataclasses.replace(rollout, advantages=advantages, returns=returns)
+    args, dist = make_args(), rank_of(0, world_size=1)
+    inds = np.random.default_rng(1).permutation(NUM_STEPS * NUM_ENVS)[:10]
+    padded = np.pad(inds, (0, 6))  # six more rows: transition 0, not real
+    results = []
+    for share, real in ((inds, torch.ones(10)), (padded, (torch.arange(16) < 10).float())):
+        agent.zero_grad()
+        loss, stats = script.ppo_loss(agent, args, rollout.minibatch(share), real, dist)
+        loss.backward()
+        results.append((loss, stats, [p.grad.clone() for p in agent.parameters()]))
+    (loss, stats, grads), (p_loss, p_stats, p_grads) = results
+    torch.testing.assert_close(p_loss, loss)
+    for key in stats:
+        torch.testing.assert_close(p_stats[key], stats[key])
+    for grad, p_grad in zip(grads, p_grads):
+        torch.testing.assert_close(p_grad, grad)
 
 
 def test_the_ranks_disagreement_names_each_difference_with_the_ranks_holding_each_value():
@@ -180,20 +236,6 @@ def test_nccl_is_the_default_on_cuda_devices_and_gloo_elsewhere_and_backend_over
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     assert default_backend("auto", cuda) == "nccl" and default_backend("auto", cpu) == "gloo"
     assert default_backend("gloo", cuda) == "gloo" and default_backend("nccl", cpu) == "nccl"
-
-
-@pytest.mark.parametrize("switch", ["compile", "cudagraphs"])
-def test_compile_with_several_ranks_is_refused_in_one_line(switch, monkeypatch, capsys):
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    args = make_args(local_num_envs=2)
-    setattr(args, switch, True)
-    with pytest.raises(SystemExit) as exc:
-        Distributed(args)
-    assert exc.value.code == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"error: --{switch} runs one process only for now (2 here)"), line
-    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: compiled as before
-    assert Distributed(args).world_size == 1
 
 
 def test_the_permutation_generator_draws_the_global_generators_permutations_and_checkpoints():

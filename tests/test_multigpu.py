@@ -1,5 +1,5 @@
 """The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine),
-alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
+eager and compiled, alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
 resume, a rank killed with -9); bad input on every rank. The update itself is proven equal to
 the single-process update in test_distributed.py."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from logs_testing import read_scalars
+from logs_testing import LOGGED_EVERY_ITERATION, read_scalars
 from ports import free_port
 from resume_testing import game_independent_state
 from scripts_testing import (
@@ -208,7 +209,7 @@ def start_multinode_task(cwd: Path, args: list[str]) -> subprocess.Popen:
 def runs(tmp_path_factory):
     """The module's runs, started at once so that they overlap: 2 ranks under torchrun (4
     iterations), the same alone, the gymnasium script under torchrun and alone, 2 ranks on two
-    loopback nodes."""
+    loopback nodes, 2 compiled ranks (dynamo saying what it traces)."""
     gym_args = [*TINY, "--total-timesteps", str(BATCH)]
     specs = {
         "two": torchrun(ENVPOOL, envpool_args(4)),
@@ -229,6 +230,10 @@ def runs(tmp_path_factory):
     cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "slurm"]}
     procs = {name: start(command, cwds[name]) for name, command in specs.items()}
     procs["slurm"] = start_multinode_task(cwds["slurm"], envpool_args(4))
+    cwds["compiled"] = tmp_path_factory.mktemp("compiled")
+    compiled = ours(ENVPOOL, [*envpool_args(4), "--compile"])  # as "two": the same lr schedule
+    logs = env_of(cwds["compiled"], TORCH_LOGS="dynamo,recompiles")
+    procs["compiled"] = start(compiled, cwds["compiled"], logs)
     done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
     yield {name: (cwds[name], done[name]) for name in done}
 
@@ -280,6 +285,29 @@ def test_the_gymnasium_script_runs_under_torchrun_and_alone(runs, name):
     (run_dir,) = run_dirs(cwd)
     batch = BATCH if name == "gym_two" else BATCH // 2
     assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [batch]
+
+
+COMPILED = ("get_action_and_value", "compute_advantages", "ppo_loss")
+
+
+@pytest.mark.slow
+def test_two_compiled_ranks_learn_what_two_eager_ranks_learn_and_compile_only_once(runs):
+    """Each rank's share of a minibatch has one shape (padded), so each compiled function is
+    traced once on each rank, in the first iteration, and never again."""
+    cwd, proc = runs["compiled"]
+    assert proc.returncode == 0, describe(proc)
+    assert any((cwd / ".inductor").rglob("*.py")), "the run compiled nothing"
+    traced = re.findall(r"\[rank(\d)\]:.* torchdynamo start tracing (\w+)", proc.stderr)
+    assert sorted(traced) == sorted((r, f) for r in "01" for f in COMPILED), traced
+    assert "Recompiling" not in proc.stderr, describe(proc)
+    (run_dir,) = run_dirs(cwd)
+    (eager_dir,) = run_dirs(runs["two"][0])
+    # the same seed samples the same actions: the same losses, up to float rounding
+    compiled, eager = read_scalars(run_dir), read_scalars(eager_dir)
+    for tag in (t for t in LOGGED_EVERY_ITERATION if t.startswith("losses/")):
+        assert [s for s, _ in compiled[tag]] == [BATCH * i for i in (1, 2, 3, 4)], tag
+        for (_, x), (_, y) in zip(compiled[tag], eager[tag]):
+            assert x == pytest.approx(y, rel=1e-3, abs=1e-6, nan_ok=True), (tag, x, y)
 
 
 @pytest.mark.slow

@@ -404,7 +404,7 @@ def test_the_gpu_check_on_a_machine_without_gpus_says_which_parts_it_skipped_and
         timeout=120,
     )
     assert done.returncode == 0, describe(done)
-    parts = ["eager", "--compile", "--cudagraphs", "the JAX script", "two ranks on NCCL"]
+    parts = ["eager", "--compile", "--cudagraphs", "the JAX script", "data-parallel scripts"]
     lines = done.stdout.strip().splitlines()
     # the JAX multi-device part has its own block and reason
     jax_lines = [line for line in lines if "JAX on every GPU" in line]

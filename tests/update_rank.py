@@ -27,7 +27,8 @@ SHUFFLE_SEED = 0
 # (max_grad_norm, SGD learning rate). Unclipped: a gradient off by a constant factor shows (clipping
 # would hide it). Clipped: the case's gradient norms are 3-18, so every minibatch is clipped, and
 # clipping each rank's share before the ranks sum them would change the step's size and direction.
-CASES = {"unclipped": (1e6, 1e-3), "clipped": (1.0, 1e-2)}
+# Padded: clipped, each rank's share padded to a fixed size as under --compile (here eager).
+CASES = {"unclipped": (1e6, 1e-3), "clipped": (1.0, 1e-2), "padded": (1.0, 1e-2)}
 
 
 def make_args(local_num_envs: int = NUM_ENVS, max_grad_norm: float = 1e6) -> types.SimpleNamespace:
@@ -49,6 +50,8 @@ def make_args(local_num_envs: int = NUM_ENVS, max_grad_norm: float = 1e6) -> typ
         backend="gloo",
         device_ids=[],
         cuda=False,
+        compile=False,
+        cudagraphs=False,
     )
 
 
@@ -93,6 +96,7 @@ def main(script_name: str, out_file: str) -> None:
     results = {}
     for case, (max_grad_norm, lr) in CASES.items():
         args = make_args(local_num_envs=NUM_ENVS // world_size, max_grad_norm=max_grad_norm)
+        args.compile = case == "padded"
         agent, optimizer, rollout, advantages, returns = make_case(sibling, lr=lr)
         fields = {
             f.name: env_slice(getattr(rollout, f.name), rank, world_size)
