@@ -155,7 +155,9 @@ def assert_arrived_complete(hub: LoopbackHub, run: ScriptProcess, name: str, env
     assert result.metric_value == f"{np.mean(evals):.2f} +/- {np.std(evals):.2f}"
     metadata = metadata_load(folder / "README.md")
     assert metadata["library_name"] == "cleanrl" and env_id in metadata["tags"]
+    assert "protocol-published" in metadata["tags"]  # (the runs here play the published one)
     text = card.text
+    assert "under the published protocol (repeat_action_probability=0.0" in text
     assert f"python -m cleanrl_utils.enjoy --hf-repo {repo_id}" in text
     assert f"python cleanrl/{name}.py --env-id {env_id} --num-envs 2" in text
     assert "|num_envs|2|" in text and "![learning curve](learning_curve.png)" in text

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals.files import Model, read_model
 from cleanrl_utils.folders import REPO_ROOT, hyperparameter_table
@@ -163,6 +164,8 @@ def model_card(repo_id: str, model: Model, config: dict, returns: list[float], n
 
     args, env_id = model.args, model.args["env_id"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
+    # (a model file of before the protocol was recorded: its arguments say what they can)
+    protocol = model.protocol or protocols.record(args, model.script)
     data = ModelCardData(
         library_name="cleanrl",
         tags=[
@@ -170,6 +173,7 @@ def model_card(repo_id: str, model: Model, config: dict, returns: list[float], n
             "deep-reinforcement-learning",
             "reinforcement-learning",
             "custom-implementation",
+            *([f"protocol-{protocol['name']}"] if protocol else []),
         ],
         model_name="PPO",
         eval_results=[
@@ -197,7 +201,7 @@ def model_card(repo_id: str, model: Model, config: dict, returns: list[float], n
 # PPO playing {env_id}
 
 A PPO agent trained on `{env_id}` by `{model.script}.py` of CleanRL's PPO for Atari: seed
-{args["seed"]}, {steps:,} env steps.
+{args["seed"]}, {steps:,} env steps{f", under {protocols.describe(protocol)}" if protocol else ""}.
 
 Evaluation: mean episodic return **{result}** over {plural(len(returns), "game")} (the real game score over
 all lives; games seeded with seed + 1 = {args["seed"] + 1}): {", ".join(f"{r:g}" for r in returns)}.
