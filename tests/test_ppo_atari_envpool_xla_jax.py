@@ -596,9 +596,10 @@ PER_GAME = [
 TRAINING_RUNS = {
     "xla_smoke": (XLA_JAX, XLA_SMOKE.split()),
     "xla_smoke_tracked": (XLA_JAX, f"{XLA_SMOKE} --track".split()),
-    "xla_long": (XLA_JAX, f"{LONG} --checkpoint-every 2".split()),
+    # the long runs under Machado et al.'s protocol (sticky actions, 18 actions, no episodic
+    # life, no no-ops), both alike: the two scripts play and train the same under it
+    "xla_long": (XLA_JAX, f"{LONG} --checkpoint-every 2 --protocol machado".split()),
     "scan_smoke": (XLA_JAX_SCAN, SCAN_SMOKE.split()),
-    # under Machado et al.'s protocol (sticky actions, 18 actions, no episodic life, no no-ops)
     "scan_long_video": (
         XLA_JAX_SCAN,
         f"{LONG} --capture-video --eval-episodes 2 --protocol machado".split(),

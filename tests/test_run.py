@@ -454,7 +454,8 @@ def test_a_crash_of_a_state_no_longer_finite_in_an_iteration_is_said_as_that(tmp
         with torch.no_grad():
             agent.network[0].weight.fill_(float("nan"))
         train_step(agent, optimizer)
-    assert isinstance(error.value.__cause__, ValueError)
+    # (ValueError with torch.distributions validating arguments, else multinomial's RuntimeError)
+    assert isinstance(error.value.__cause__, (ValueError, RuntimeError))
     assert error.value.message.startswith("iteration 2: the training diverged: agent holds NaN")
     assert "the newest checkpoint, of iteration 1" in error.value.message
     # a crash of finite values is left as it is

@@ -31,6 +31,9 @@ optuna = pytest.importorskip("optuna")
 from cleanrl_utils.checkpoint import list_checkpoints  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
+# The module's fixtures start its runs once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 # runs of a few seconds: 2 envs x 16 steps per iteration, games cut after 8 steps so that every
 # iteration ends some (the default metric, charts/episodic_return, then has values)
 TINY = "--num-envs 2 --num-steps 16 --num-minibatches 1 --update-epochs 1 --max-episode-steps 8 --checkpoint-every 0"
@@ -204,9 +207,6 @@ def test_the_objective_is_the_human_normalised_score_of_the_last_values(shared_s
 TUNER_FILE = """
 import optuna
 from cleanrl_utils.tuner import Tuner
-
-# The module's fixtures start its runs once: its tests share one xdist worker.
-pytestmark = pytest.mark.xdist_group(__name__)
 
 BUDGET = {budget}
 
@@ -421,6 +421,7 @@ def test_help_explains_every_flag(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("test_slurm")  # (one test cluster at a time: two at once ran no job)
 def test_a_slurm_array_of_tuners_completes_a_shared_study(tmp_path):
     from slurm_cluster import SlurmCluster
 

@@ -106,8 +106,9 @@ def unsafe_kind(raw: bytes) -> str | None:
         return "a checkpoint of the older format (a pickle)"
     if raw.startswith(ZIP_MAGIC):
         return "a torch.save file (a pickle in a zip archive)"
-    # (a safetensors header of 128 + 256k bytes: its length begins with the same byte)
-    if raw.startswith(PICKLE_OPCODE) and not is_safetensors(raw):
+    # (a safetensors header of 128 + 256k bytes: its length begins with the same byte, and its
+    # JSON follows at byte 8, in a whole file or one cut short)
+    if raw.startswith(PICKLE_OPCODE) and raw[8:9] != b"{":
         return "a pickle"
     return None
 
