@@ -79,6 +79,9 @@ class SlurmCluster:
         self.gpus = gpus
         self.conf = self.root / "slurm.conf"
         self.processes: list[subprocess.Popen] = []
+        # the daemons' Unix sockets (munged's, slurmd's in its spool) in a short folder of their
+        # own: a socket's path is at most 108 bytes, and pytest's folders can be longer
+        self.sockets: Path | None = None
 
     @property
     def env(self) -> dict:
@@ -100,8 +103,11 @@ class SlurmCluster:
     def start(self) -> None:
         ensure_installed()
         hostname = check_hostname_is_loopback()
-        for name in ("munge", "state", "spool", "log", "gpu"):
+        for name in ("munge", "state", "log", "gpu"):
             (self.root / name).mkdir(parents=True, exist_ok=True)
+        self.sockets = Path(tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
+        (self.sockets / "spool").mkdir()
+        os.chmod(self.sockets, 0o755)  # (as munged wants its socket's folder)
         # munged refuses a socket directory that others cannot enter
         os.chmod(self.root, 0o755)
         os.chmod(self.root / "munge", 0o755)
@@ -109,7 +115,7 @@ class SlurmCluster:
         self._make_fake_gpus()
         self._write_configs(hostname)
 
-        socket_path = self.root / "munge" / "munge.socket"
+        socket_path = self.sockets / "munge.socket"
         self._spawn(
             "munged",
             "--foreground",
@@ -141,6 +147,9 @@ class SlurmCluster:
                     process.kill()
                     process.wait()
         self.processes = []
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+            self.sockets = None
 
     def log_tail(self, lines: int = 20) -> str:
         tails = []
@@ -182,11 +191,11 @@ class SlurmCluster:
             "CredType": "cred/munge",
             # a requeued job may start again only after the credential lifetime (120 s by
             # default): 10 s keeps the requeue test short
-            "AuthInfo": f"socket={root / 'munge' / 'munge.socket'},cred_expire=10",
+            "AuthInfo": f"socket={self.sockets / 'munge.socket'},cred_expire=10",
             "SlurmUser": "root",
             "SlurmdUser": "root",
             "StateSaveLocation": root / "state",
-            "SlurmdSpoolDir": root / "spool",
+            "SlurmdSpoolDir": self.sockets / "spool",
             "SlurmctldPidFile": root / "slurmctld.pid",
             "SlurmdPidFile": root / "slurmd.pid",
             "SlurmctldLogFile": root / "log" / "slurmctld.log",
