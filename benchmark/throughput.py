@@ -40,10 +40,12 @@ from throughput_report import (
     summarize,
 )
 
+from cleanrl_utils.checks import fail
 from cleanrl_utils.checks import parse_args as parse_flags
+from cleanrl_utils.exits import RunError, entry_point
 
 
-class UsageError(Exception):
+class UsageError(RunError):
     """Bad command-line input: reported as one `error:` line, exit code 2, before any work."""
 
 
@@ -93,16 +95,13 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
     return args, sizes
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> Summary | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [BOUND_FLAG]:
         measure_bound_here(*argv[1:])
         return None
-    try:
-        args, sizes = parse_args(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    args, sizes = parse_args(argv)  # bad input: one `error:` line, exit code 2
     machine = machine_line()
     print(f"{machine}\n{settings_line(args, sizes)}", flush=True)
     params = bound_params(args, sizes) if args.bounds else {}
@@ -123,8 +122,7 @@ def main(argv: list[str] | None = None) -> Summary | None:
             for kind, kind_params in params.items():
                 bound_runs[kind].append(run_bound(kind, kind_params))
     except RunFailed as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
+        fail(str(e), 1)
     summary = summarize(runs, bound_runs)
     print(f"\n{report(args, sizes, machine, summary)}")
     if args.baseline:

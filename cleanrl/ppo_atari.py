@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 
-import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils import atari_wrappers
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.atari_wrappers import EpisodeStatistics
@@ -320,9 +320,9 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
 
 
 if __name__ == "__main__":
-    args = parse_args(Args)  # bad input: one `error:` line, exit code 2
-    with Run(args, __file__) as run:  # with --resume: the flags not given come from the checkpoint
-        args = run.args  # (a new object: yours is not changed)
+    # bad input, a checkpoint it cannot use, a full disk: one `error:` line and its exit code
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__) as run:
+        args = run.args  # --resume: the flags not given come from the checkpoint (a new object)
         check_ppo_args(args)
         check_gymnasium_atari_id(args.env_id)
         args.batch_size = int(args.num_envs * args.num_steps)

@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
+import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, parse_args
 from cleanrl_utils.compile import compiled
@@ -339,10 +339,10 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
 
 
 if __name__ == "__main__":
-    args = parse_args(Args)  # bad input: one `error:` line, exit code 2
-    dist = Distributed(args)  # RANK, WORLD_SIZE, ... from torchrun; alone: one process
-    with Run(args, __file__, dist=dist) as run:  # rank 0 writes; all stop at one iteration
-        args = run.args  # (a new object: yours is not changed)
+    # bad input, a checkpoint it cannot use, a full disk: one `error:` line and its exit code
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
+        args = run.args  # --resume: the flags not given come from the checkpoint (a new object)
+        dist = run.dist  # RANK, WORLD_SIZE, ... from torchrun (alone: one process); rank 0 writes
         args.num_envs = args.local_num_envs * dist.world_size
         check_ppo_args(args)
         check_envpool_atari_id(args.env_id)

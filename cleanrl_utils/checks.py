@@ -15,8 +15,9 @@ import types
 import typing
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
-from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR
+from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR, RunError
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
@@ -35,10 +36,10 @@ TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4
 ENV_BYTES = 4 * 84 * 84 + 2 * 210 * 160 * 3
 
 
-def fail(message: str, code: int = USAGE_ERROR):
-    """Print `error: message` to stderr and exit, with no traceback."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(code)
+def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    """Raises the `RunError` whose line is `error: message` and whose exit code is `code`: the
+    entry point says the line, with no traceback, and exits with the code."""
+    raise RunError(message, code)
 
 
 def folder_problem(folder: str | os.PathLike) -> str | None:

@@ -23,6 +23,7 @@ from cleanrl_utils import extras
 from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
+from cleanrl_utils.exits import entry_point
 from cleanrl_utils.folders import atomic_write_bytes
 
 
@@ -52,6 +53,7 @@ def convert_torch_model(path: Path) -> None:
     atomic_write_bytes(path, save(weights, metadata={METADATA_KEY: json.dumps(info)}))
 
 
+@entry_point
 def main(argv=None) -> None:
     args = parse_args(ConvertArgs, argv, prog="python -m cleanrl_utils.convert")
     for name in args.files:

@@ -18,7 +18,7 @@ from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
 from cleanrl_utils.evals.files import read_model
-from cleanrl_utils.exits import stops_on_ctrl_c
+from cleanrl_utils.exits import RunError, entry_point
 
 
 @dataclass
@@ -86,11 +86,13 @@ def download(repo_id: str, revision: str | None) -> tuple[Path, dict]:
         fail(f"{where}: the download failed ({one_line(exc)})", 1)
     except EntryNotFoundError as exc:
         fail(f"{where}: not a repository pushed by --upload-model ({one_line(exc)})")
+    except RunError:  # (its args.json, said by `repo_info`)
+        raise
     except Exception as exc:  # the network
         fail(f"{where}: the download failed ({one_line(exc)})", 1)
 
 
-@stops_on_ctrl_c
+@entry_point
 def main(argv=None) -> list[float]:
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.enjoy", cls=EnjoyArgs)
     if (args.hf_repo is None) == (args.model_path is None):

@@ -12,11 +12,14 @@ without losing the run (`output.guard`): a closed terminal, a `| tee` ended by C
 disk or `2>&-` drop what is said there (noted where it can be), and the run trains on or stops
 with its checkpoint.
 
-A `RunError` that reaches the top of a script (`cleanrl_utils.run` raises it instead of exiting:
-bad input, a checkpoint it cannot use, a stop before training) is its one line and its exit code,
-no traceback (`run_error_hook`)."""
+The script's `if __name__ == "__main__":` block runs inside `point()`, with its `Run`:
 
-import atexit
+    with entry.point(), Run(parse_args(Args), __file__) as run:
+
+where a `RunError` (`cleanrl_utils.run` and the checks raise it: bad input, a checkpoint it cannot
+use, a full disk, a stop before training) becomes its one line and its exit code, no traceback:
+the scripts' one entry point helper (`exits.EntryPoint`)."""
+
 import os
 import sys
 
@@ -25,20 +28,11 @@ from cleanrl_utils import exits, extras, output
 extras.install()
 
 
-def run_error_hook(exc_type, exc, traceback, previous=sys.excepthook) -> None:
-    """`sys.excepthook` of a script: a `RunError` is said in one line and ends the process with
-    its code, after what a normal exit runs (the `atexit` functions: a rank that never joined
-    the others tells them); anything else goes to the hook before it."""
-    if not isinstance(exc, exits.RunError):
-        return previous(exc_type, exc, traceback)
-    exc.say()
-    atexit._run_exitfuncs()
-    output.flush()
-    os._exit(exc.code)  # (an excepthook cannot choose the exit code otherwise)
-
-
-if sys.excepthook in (sys.__excepthook__, extras.missing_extra_hook):
-    sys.excepthook = run_error_hook
+def point() -> exits.EntryPoint:
+    """Around a script's `if __name__ == "__main__":` block: a `RunError` raised in it ends the
+    process with its line and its exit code; a Ctrl-C that reaches it (the run's own handlers
+    turn Ctrl-C into a stop; this is for one before they hold it), one line and 130."""
+    return exits.EntryPoint()
 
 
 def imported_by_a_program() -> bool:

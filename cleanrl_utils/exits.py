@@ -4,15 +4,18 @@ On the lowest floor of `cleanrl_utils`: it imports only `cleanrl_utils.output` (
 said where they can be: a stop never depends on its output being readable), and every module
 that exits with one of these codes or handles Ctrl-C takes them from here.
 
-- `stops_on_ctrl_c` (or `CtrlCExit(message)`, for another message): Ctrl-C in a command's entry
-  point, or in a `with` block, ends the process with one line and exit code 130, no traceback.
+- `RunError`: the one error the package raises for the user to read (bad input, a checkpoint it
+  cannot use, a full disk, a stop before training): its line and its exit code, as a value.
+  Library code raises it and never exits; only entry points end the process.
+- `entry_point` (or `EntryPoint(message)`, for another Ctrl-C message): what turns errors into
+  exits, the only place that does, used only by entry points (the tools' `main`, the scripts'
+  `if __name__ == "__main__"` block through `cleanrl_utils.entry.point()`): a `RunError` is its
+  line and its exit code, Ctrl-C one line and exit code 130, no traceback.
 - `StopRequest`: the one way the package catches stop signals: a `with` block in which they set
   a flag (or call a handler) instead of raising wherever the program happens to be, and that
   gives back every handler it replaced. The benchmark launcher's pool, `--slurm-wait` and the
   tuner use it for Ctrl-C, SIGTERM and SIGHUP; a training run (`cleanrl_utils.run`) for SIGTERM,
   SIGUSR1, SIGHUP (a closed terminal) and Ctrl-C (`STOP_SIGNALS`).
-- `RunError`: a run that cannot start or go on, as a value (its line and its exit code) that the
-  script's entry point says and exits with (`cleanrl_utils.entry`), no traceback.
 
 - `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
   handlers over, the stop signals end the process at once (before the run exists) or are
@@ -21,6 +24,15 @@ that exits with one of these codes or handles Ctrl-C takes them from here.
 A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
 (`cleanrl_utils.run`); they end with `stop_code(signal)`: `CHECKPOINT_EXIT`, or `INTERRUPTED`
 for Ctrl-C.
+
+Three ends do not go through an entry point, since none can be raised and caught there: they end
+the process at once (`os._exit`), after their one line. A stop signal before training (here, from
+its handler) and one during the steps after training (`cleanrl_utils.run.stops`): an exception
+raised from a signal handler lands wherever the program happens to be, and a library's callback
+can swallow it (JAX's gc callback: "Exception ignored in"), so the run would go on. Ranks of a
+multi-process run that fail together in a collective, or a rank left by one that never joined
+(`cleanrl_utils.distributed`): a clean exit can block on the process group of a peer that has
+already left.
 """
 
 from __future__ import annotations
@@ -39,24 +51,46 @@ CANNOT_START = 127  # what a shell reports for a program it cannot start
 INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
 
 
-class CtrlCExit(contextlib.ContextDecorator):
-    """Ctrl-C (a `KeyboardInterrupt`) inside the decorated function or the `with` block ends the
-    process with `message` on stderr and exit code 130 (what a shell reports for Ctrl-C), not a
-    traceback."""
+class RunError(Exception):
+    """What the user reads of a command that cannot start or go on (bad input, a checkpoint it
+    cannot use, a full disk, a stop before training, a run already finished): `line`, what to say
+    (`error: {message}` unless given; empty: it has been said), and `code`, the exit code.
+    Library code raises it instead of exiting; an entry point (`entry_point`) says the line (on
+    stdout for code 0, else stderr) and exits with the code."""
 
-    def __init__(self, message: str = "interrupted (Ctrl-C)"):
-        self.message = message
+    def __init__(self, message: str, code: int = USAGE_ERROR, line: str | None = None):
+        super().__init__(message)
+        self.message, self.code = message, code
+        self.line = f"error: {message}" if line is None else line
 
-    def __enter__(self) -> CtrlCExit:
+    def say(self) -> None:
+        if self.line:
+            say(self.line, stdout=self.code == 0)
+
+
+class EntryPoint(contextlib.ContextDecorator):
+    """Around an entry point (`@entry_point` on a command's `main`, or a `with` block): a
+    `RunError` raised inside ends the process with its line and its exit code, Ctrl-C (a
+    `KeyboardInterrupt`) with `ctrl_c` on stderr and exit code 130 (what a shell reports for
+    Ctrl-C); no traceback. The one place where the package turns its errors into exits: library
+    code raises, and only entry points use this."""
+
+    def __init__(self, ctrl_c: str = "interrupted (Ctrl-C)"):
+        self.ctrl_c = ctrl_c
+
+    def __enter__(self) -> EntryPoint:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            say(self.message)
+            say(self.ctrl_c)
             raise SystemExit(INTERRUPTED) from None
+        if exc_type is not None and issubclass(exc_type, RunError):
+            exc.say()
+            raise SystemExit(exc.code) from None
 
 
-stops_on_ctrl_c = CtrlCExit()  # `@stops_on_ctrl_c` on a command's `main`
+entry_point = EntryPoint()  # `@entry_point` on a command's `main`
 
 
 class StopRequest:
@@ -97,22 +131,6 @@ class StopRequest:
 
     def _handle(self, signum, frame) -> None:
         self.requested, self.signum = True, signum
-
-
-class RunError(Exception):
-    """A run that cannot start or go on (bad input, a checkpoint it cannot use, a stop before
-    training, a run already finished): `line`, what to say (`error: {message}` unless given),
-    and `code`, the exit code. Raised by `cleanrl_utils.run` instead of exiting; `say` prints
-    the line (on stdout for code 0, else stderr), and a script's entry point does that and exits
-    with the code (`cleanrl_utils.entry`)."""
-
-    def __init__(self, message: str, code: int = USAGE_ERROR, line: str | None = None):
-        super().__init__(message)
-        self.message, self.code = message, code
-        self.line = f"error: {message}" if line is None else line
-
-    def say(self) -> None:
-        say(self.line, stdout=self.code == 0)
 
 
 # SIGTERM (SLURM's preemption), SIGUSR1 (SLURM's warning before the time limit), SIGHUP (a closed

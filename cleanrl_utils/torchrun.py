@@ -38,7 +38,7 @@ import sys
 import threading
 
 from cleanrl_utils import output
-from cleanrl_utils.exits import FAILED, USAGE_ERROR, signal_name, stop_code, stops_on_ctrl_c
+from cleanrl_utils.exits import FAILED, USAGE_ERROR, entry_point, signal_name, stop_code
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 DEVICE_WORDS = ("auto", "cpu", "gpu", "xpu")  # `--nproc-per-node`: one process per device
@@ -181,7 +181,7 @@ def exit_codes_on_close() -> dict[int, int]:
     return codes
 
 
-@stops_on_ctrl_c  # (Ctrl-C before torchrun handles it: one line, 130)
+@entry_point  # (Ctrl-C before torchrun handles it: one line, 130)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("PET_SIGNALS_TO_HANDLE", signals_to_handle())

@@ -13,6 +13,7 @@ from cleanrl_utils.checks import (
     check_gymnasium_atari_id,
     check_ppo_args,
 )
+from cleanrl_utils.exits import EntryPoint
 
 ENVPOOL = "ppo_atari_envpool"
 GYMNASIUM = "ppo_atari"
@@ -47,7 +48,7 @@ def usage_error(capsys, script: str, **flags) -> str:
     """The one `error:` line with which the script's checks reject `flags` (exit code 2)."""
     args = script_args(script, **flags)
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, EntryPoint():
         check_script_args(script, args)
     assert exit_info.value.code == 2
     out, err = capsys.readouterr()

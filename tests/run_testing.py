@@ -4,13 +4,12 @@ opens it, and what the script's entry point does with a `RunError`."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.exits import RunError
+from cleanrl_utils.exits import EntryPoint
 from cleanrl_utils.run import Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
@@ -32,12 +31,7 @@ def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
     return run
 
 
-@contextlib.contextmanager
-def entry_point():
-    """What a script's entry point does with a `RunError` (`cleanrl_utils.entry.run_error_hook`):
-    its one line, then the process ends with its code (here: `SystemExit`)."""
-    try:
-        yield
-    except RunError as exc:
-        exc.say()
-        raise SystemExit(exc.code) from None
+def entry_point() -> EntryPoint:
+    """What a script's entry point does with a `RunError` (`cleanrl_utils.entry.point`): its one
+    line, then the process ends with its code (here: `SystemExit`)."""
+    return EntryPoint()

@@ -13,7 +13,7 @@ from cleanrl_utils import exits
 
 
 def test_ctrl_c_in_an_entry_point_is_one_line_and_exit_code_130(capsys):
-    @exits.stops_on_ctrl_c
+    @exits.entry_point
     def main():
         raise KeyboardInterrupt
 
@@ -22,10 +22,10 @@ def test_ctrl_c_in_an_entry_point_is_one_line_and_exit_code_130(capsys):
     assert stopped.value.code == exits.INTERRUPTED == 130
     assert stopped.value.__suppress_context__  # no traceback of the KeyboardInterrupt
     assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
-    with pytest.raises(SystemExit), exits.CtrlCExit("interrupted (Ctrl-C): nothing written"):
+    with pytest.raises(SystemExit), exits.EntryPoint("interrupted (Ctrl-C): nothing written"):
         raise KeyboardInterrupt
     assert capsys.readouterr().err == "interrupted (Ctrl-C): nothing written\n"
-    with pytest.raises(ValueError), exits.CtrlCExit():  # other errors go on as they were
+    with pytest.raises(ValueError), exits.EntryPoint():  # other errors go on as they were
         raise ValueError
 
 

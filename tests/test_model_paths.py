@@ -16,6 +16,7 @@ import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.checkpoint import write_checkpoint
 from cleanrl_utils.evals.common import evaluation_video_dir
 from cleanrl_utils.evals.files import read_model, save_torch_model
+from cleanrl_utils.exits import EntryPoint
 
 RUN = "Breakout-v5__ppo_atari_envpool__3__1700000000"
 
@@ -41,7 +42,7 @@ def checkpoint(folder, iteration):
 
 
 def error_line(capsys, call) -> str:
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, EntryPoint():
         call()
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()

@@ -77,7 +77,7 @@ def test_the_evaluator_refuses_a_pickle_unread(tmp_path, capsys, name):
     marker, files = malicious_files(tmp_path)
     path = tmp_path / name
     path.write_bytes(files[name])
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         read_model(path)
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()

@@ -29,6 +29,7 @@ from scripts_testing import (
 optuna = pytest.importorskip("optuna")
 
 from cleanrl_utils.checkpoint import list_checkpoints  # noqa: E402
+from cleanrl_utils.exits import EntryPoint  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
@@ -718,7 +719,7 @@ def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, 
         pruner=optuna.pruners.NopPruner(),
         workers=2,
     )
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit) as exit_, EntryPoint():
         tuner.tune(num_trials=2, num_seeds=1)
     out = capsys.readouterr()
     assert exit_.value.code == 1, out
@@ -738,7 +739,7 @@ def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monke
     with pytest.raises(ValueError, match="no search space"):
         Tuner(script=str(script), env_ids=["Breakout-v5"])
     tuner = Tuner(script=str(script), params_fn=lambda trial: {}, env_ids=["Breakout-v5"])
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit) as exit_, EntryPoint():
         tuner.tune(num_trials=2, num_seeds=1)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.startswith("error: the search space is empty"), err

@@ -26,7 +26,7 @@ from cleanrl_utils.benchmark.common import (
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
 from cleanrl_utils.checks import check_output_folder, fail, parse_args
-from cleanrl_utils.exits import INTERRUPTED
+from cleanrl_utils.exits import INTERRUPTED, entry_point
 from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 
 
@@ -59,6 +59,7 @@ def check_args(args: Args) -> None:
         fail(problem)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     """The launcher; returns its exit code: 0; 1 when a run failed; 130 after Ctrl-C. Bad input
     exits with code 2 before anything runs or is submitted."""

@@ -8,11 +8,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from cleanrl_utils.benchmark.common import (
     PROG,
@@ -23,7 +23,7 @@ from cleanrl_utils.benchmark.common import (
     sweep_of,
 )
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import FAILED, INTERRUPTED, USAGE_ERROR, StopRequest
+from cleanrl_utils.exits import FAILED, INTERRUPTED, StopRequest
 from cleanrl_utils.pool import Job, Result, thread_limits
 from cleanrl_utils.progress import format_seconds
 
@@ -143,15 +143,13 @@ def local_command(args: Args) -> str:
     return " ".join([PROG, *map(shlex.quote, flags)])
 
 
-def no_slurm(args: Args, jobs: list[Job]) -> None:
+def no_slurm(args: Args, jobs: list[Job]) -> NoReturn:
     """No `sbatch` here: one `error:` line, the local command of the same sweep, exit code 2."""
-    print(
-        f"error: no SLURM here (sbatch is not on the PATH), nothing submitted; to run the same "
+    fail(
+        f"no SLURM here (sbatch is not on the PATH), nothing submitted; to run the same "
         f"{len(jobs)} runs on this machine (set --workers to the runs it can hold at once):\n"
-        f"  {local_command(args)}",
-        file=sys.stderr,
+        f"  {local_command(args)}"
     )
-    raise SystemExit(USAGE_ERROR)
 
 
 def log_pattern(text: str, job_id: str) -> str:

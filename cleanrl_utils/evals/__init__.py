@@ -36,7 +36,7 @@ from cleanrl_utils.evals.common import (
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
-from cleanrl_utils.exits import stops_on_ctrl_c
+from cleanrl_utils.exits import entry_point
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
@@ -144,7 +144,7 @@ def evaluate_model(model: Model, args) -> list[float]:
     return episodic_returns
 
 
-@stops_on_ctrl_c
+@entry_point
 def main(argv=None):
     """`python -m cleanrl_utils.evals`: any model file or checkpoint, torch or JAX."""
     args = parse_eval_args(argv)

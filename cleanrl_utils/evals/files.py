@@ -34,6 +34,7 @@ from cleanrl_utils.checkpoint import (
     read_regular_file,
 )
 from cleanrl_utils.checks import fail, number_problem, value_problem
+from cleanrl_utils.exits import RunError
 from cleanrl_utils.folders import atomic_write_bytes, name_problem
 from cleanrl_utils.scripts import load_script
 
@@ -226,7 +227,7 @@ def _read_model(path: Path) -> Model:
         )
     except CorruptCheckpoint as exc:
         fail(f"cannot read checkpoint {path}: {exc}")
-    except ModuleNotFoundError:  # a JAX model without the jax extra: cleanrl_utils.extras says so
+    except (ModuleNotFoundError, RunError):  # (a JAX model without the jax extra: extras says so)
         raise
     except Exception as exc:  # a truncated or foreign file: say which, without a traceback
         fail(f"cannot read model file {path}: {type(exc).__name__}: {str(exc)[:200]}")

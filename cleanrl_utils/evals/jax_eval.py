@@ -38,7 +38,7 @@ from cleanrl_utils.evals.common import (
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
-from cleanrl_utils.exits import stops_on_ctrl_c
+from cleanrl_utils.exits import entry_point
 
 
 def jax_agent(model: Model, script):
@@ -159,7 +159,7 @@ def evaluate_model(model: Model, script, args, video_dir: Path | None = None) ->
     )
 
 
-@stops_on_ctrl_c
+@entry_point
 def main(argv=None):
     """`python -m cleanrl_utils.evals.jax_eval`: a JAX model file or checkpoint."""
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.evals.jax_eval")

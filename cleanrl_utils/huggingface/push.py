@@ -22,7 +22,7 @@ from typing import Annotated
 import tyro
 
 from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.exits import USAGE_ERROR
+from cleanrl_utils.exits import USAGE_ERROR, entry_point
 from cleanrl_utils.hub_auth import hub_problem, repo_name
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
@@ -161,6 +161,7 @@ class PushArgs:
     """the seconds before the first retry, doubled before each next one"""
 
 
+@entry_point
 def main(argv=None) -> str:
     args = parse_args(PushArgs, argv, prog="python -m cleanrl_utils.huggingface")
     run_dir = Path(args.run_dir)

@@ -25,7 +25,7 @@ import tyro
 
 from cleanrl_utils import checks
 from cleanrl_utils.checks import check_output_folder, fail
-from cleanrl_utils.exits import DISK_EXIT, FAILED, CtrlCExit
+from cleanrl_utils.exits import DISK_EXIT, FAILED, EntryPoint, entry_point
 from cleanrl_utils.folders import file_name
 from cleanrl_utils.output import cause
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
@@ -64,13 +64,14 @@ class Command(Args):
         return (*self.folders, *self.runs) or DEFAULT_RUNS
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code: 0; 1 when no run could be reported (the notes
     say why). Ctrl-C exits with code 130. Bad input (no run at all among them) exits with code 2."""
-    with CtrlCExit("interrupted (Ctrl-C): nothing written"):
+    with EntryPoint("interrupted (Ctrl-C): nothing written"):
         report = read_report(parse_args(argv))
     out = report.args.output_dir
-    with CtrlCExit(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
+    with EntryPoint(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
         try:
             fragments = write_report(report)
         except OSError as exc:  # (a full disk, a folder made read-only since the check)

@@ -20,11 +20,11 @@ import errno
 import fcntl
 import os
 import struct
-import sys
 from pathlib import Path
+from typing import NoReturn
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.exits import DISK_EXIT, RunError
 from cleanrl_utils.output import cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
@@ -141,8 +141,8 @@ def kept_after(run_dir: Path, exc: OSError, checkpoints: list[Path], resume: str
     )
 
 
-def folder_failure(run_dir: Path, exc: OSError) -> None:
-    """Ends the process: the run folder cannot be made (or opened) where it belongs; one line
+def folder_failure(run_dir: Path, exc: OSError) -> NoReturn:
+    """A `RunError`: the run folder cannot be made (or opened) where it belongs; one line
     naming the folder and what stands in the way, exit code `DISK_EXIT`."""
     blocker = next((p for p in reversed(run_dir.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None or exc.errno in (errno.ENOTDIR, errno.EEXIST):
@@ -151,23 +151,14 @@ def folder_failure(run_dir: Path, exc: OSError) -> None:
         why = f"{remedy(exc)}, or run from another folder"
     else:
         why = "nothing was written"
-    print(
-        f"error: cannot create the run folder {run_dir}/: {cause(exc)}; {why}",
-        file=sys.stderr,
-        flush=True,
-    )
-    raise SystemExit(DISK_EXIT)
+    raise RunError(f"cannot create the run folder {run_dir}/: {cause(exc)}; {why}", DISK_EXIT)
 
 
-def disk_failure(run_dir: Path, what: str, exc: OSError, kept: str) -> None:
-    """Ends the process: one `error:` line naming the folder, what could not be written, the
+def disk_failure(run_dir: Path, what: str, exc: OSError, kept: str) -> NoReturn:
+    """A `RunError`: one `error:` line naming the folder, what could not be written, the
     cause and what is kept; exit code `DISK_EXIT`."""
-    print(
-        f"error: cannot write {what} in the run folder {run_dir}/: {cause(exc)}; {kept}",
-        file=sys.stderr,
-        flush=True,
-    )
-    raise SystemExit(DISK_EXIT)
+    message = f"cannot write {what} in the run folder {run_dir}/: {cause(exc)}; {kept}"
+    raise RunError(message, DISK_EXIT)
 
 
 class GuardedRecords:

@@ -77,9 +77,10 @@ class Run:
         `sys.argv[1:]`, nor set in code take the checkpoint's values: `self.args`, a new object;
         `args` is not changed). Creates nothing on disk. Raises a `RunError` when the run cannot
         start, or has already finished (code 0). `dist`: a run on many processes
-        (`cleanrl_utils.distributed.Distributed`): rank 0 alone writes and prints, the ranks
-        agree on when to stop, and a checkpoint holds every rank's RNGs."""
-        self.dist = dist
+        (`cleanrl_utils.distributed.Distributed`, or the class, built here from `args` first):
+        rank 0 alone writes and prints, the ranks agree on when to stop, and a checkpoint holds
+        every rank's RNGs."""
+        self.dist = dist = dist(args) if isinstance(dist, type) else dist
         self.rank = dist.rank if dist is not None else 0
         self.world_size = dist.world_size if dist is not None else 1
         self.script_file, self.script = script_file, Path(script_file).stem

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 import tyro
 
 from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.exits import stops_on_ctrl_c
+from cleanrl_utils.exits import entry_point
 
 PROG = "python -m cleanrl_utils.tuner"
 
@@ -186,7 +186,7 @@ def make_tuner(args: Args):
         )
 
 
-@stops_on_ctrl_c
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from cleanrl_utils.checks import folder_problem
-from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, RunError, StopRequest
 from cleanrl_utils.folders import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
@@ -323,16 +323,14 @@ class Tuner:
                 f"{report_command(s.sweep, str(s.runs_dir))}",
                 flush=True,
             )
-            raise SystemExit(INTERRUPTED)
+            raise RunError("interrupted", INTERRUPTED, line="")  # (said above, on stdout)
         best = print_best(s, study)
         if self.outcomes and set(self.outcomes) == {"failed"}:
-            print(
-                f"error: every trial this tuner ran failed ({len(self.outcomes)}; the first: "
+            raise RunError(
+                f"every trial this tuner ran failed ({len(self.outcomes)}; the first: "
                 f"{self.first_error}); their logs are in {s.log_dir}/",
-                file=sys.stderr,
-                flush=True,
+                FAILED,
             )
-            raise SystemExit(FAILED)
         return best
 
     def wants_more(self, study: TunerStudy, num_trials: int) -> bool:
