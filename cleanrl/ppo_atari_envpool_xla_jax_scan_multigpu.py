@@ -583,7 +583,8 @@ if __name__ == "__main__":
             run.lap("update", agent_state)
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
-            game_over, game_returns, game_lengths = process_allgather(games, tiled=True)  # every host's
+            # every host's games (a game step: the steps of all envs before it)
+            game_over, game_returns, game_lengths = process_allgather(games, tiled=True)
             for step, env in zip(*np.nonzero(game_over)):
                 game_step = global_step + (step + 1) * args.num_envs
                 avg_returns.append(float(game_returns[step, env]))
