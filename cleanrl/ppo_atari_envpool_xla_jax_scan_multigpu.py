@@ -10,6 +10,7 @@ from functools import partial
 import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, fail, parse_args
+from cleanrl_utils.jax_distributed import JaxDistributed
 from cleanrl_utils.metrics import explained_variance
 from cleanrl_utils.run import Run
 
@@ -475,11 +476,13 @@ def split_by_env(pieces, mesh, axis):
 
 if __name__ == "__main__":
     # bad input, a checkpoint it cannot use, a full disk: one `error:` line and its exit code
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__) as run:
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=JaxDistributed) as run:
         args = run.args  # --resume: the flags not given come from the checkpoint (a new object)
+        processes = run.dist  # srun's tasks, or JAX_NUM_PROCESSES...; alone: one process
         check_ppo_args(args)
         check_envpool_atari_id(args.env_id)
         configure_jax(args)
+        processes.connect(run)  # jax.distributed, before JAX starts; the processes agree on the run
         devices = split_over_devices(args)  # (JAX starts here)
         args.batch_size = int(args.num_envs * args.num_steps)
         args.minibatch_size = int(args.batch_size // args.num_minibatches)
@@ -526,7 +529,9 @@ if __name__ == "__main__":
         state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
         state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
         agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
-        agent_state, key = jax.device_put((agent_state, key), NamedSharding(mesh, P()))
+        # on every device (from the host: a copy of one host's device cannot go to another's)
+        replicated = NamedSharding(mesh, P())
+        agent_state, key = jax.device_put(jax.device_get((agent_state, key)), replicated)
 
         # TRY NOT TO MODIFY: start the game
         global_step, start_time = run.global_step, run.start_time
@@ -578,7 +583,8 @@ if __name__ == "__main__":
             run.lap("update", agent_state)
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
-            game_over, game_returns, game_lengths = process_allgather(games)  # (every host's)
+            # every host's games (a game step: the steps of all envs before it)
+            game_over, game_returns, game_lengths = process_allgather(games, tiled=True)
             for step, env in zip(*np.nonzero(game_over)):
                 game_step = global_step + (step + 1) * args.num_envs
                 avg_returns.append(float(game_returns[step, env]))
@@ -593,8 +599,8 @@ if __name__ == "__main__":
             writer.add_scalar("charts/learning_rate", float(learning_rate), global_step)
             for name, value in jax.device_get(stats).items():
                 writer.add_scalar(f"losses/{name}", float(value), global_step)
-            values, returns, valids = process_allgather((rollout.values, returns, rollout.valids))
-            explained_var = explained_variance(values, returns, valids)
+            every_host = (rollout.values, returns, rollout.valids)  # (every host's)
+            explained_var = explained_variance(*process_allgather(every_host, tiled=True))
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
             writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
@@ -606,7 +612,7 @@ if __name__ == "__main__":
         for pool in envs:
             pool.close()
         # --save-model, --capture-video: save the model, play evaluation games (not after a stop)
-        save_and_evaluate(
-            run, agent, make_env, EpisodeStatistics, params=jax.device_get(agent_state.params)
-        )
+        params = jax.device_get(agent_state.params)
+        if processes.is_main:
+            save_and_evaluate(run, agent, make_env, EpisodeStatistics, params=params)
     sys.exit(run.exit_code())  # 0; 130 after Ctrl-C, 75 after SIGTERM/SIGUSR1 (SLURM requeues)

@@ -4,9 +4,9 @@ collectives a data-parallel script makes.
 A script of `cleanrl/` that runs on many processes (launched by `torchrun`, one process per rank)
 makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
 
-    dist = Distributed(args)      # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2
-    with Run(args, __file__, dist=dist) as run:  # rank 0 alone writes and prints; stop agreement
-        ...                       # the checks: one `error:` line on every rank, before connecting
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
+        dist = run.dist           # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2;
+                                  # rank 0 alone writes and prints; the stop agreement                       # the checks: one `error:` line on every rank, before connecting
         dist.connect(run)         # the process group (NCCL on GPUs, else gloo), a bounded wait;
                                   # the ranks agree on the arguments, script and run folder
         ...

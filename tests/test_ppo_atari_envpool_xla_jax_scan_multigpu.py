@@ -2,24 +2,37 @@
 two CPU devices (`XLA_FLAGS=--xla_force_host_platform_device_count=2`): the same envs and seeds
 give the same games and losses as the one-device script, to float rounding; it saves, evaluates
 and resumes as its sibling does; envs or minibatches that do not split over the devices are one
-`error:` line. The runs are started together, once per module (the first JIT compile dominates).
+`error:` line. On two processes of one CPU device each, meeting through `jax.distributed` on
+loopback (`JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`): the losses of the
+two devices of one process; process 0 alone writes; a stop signal to either stops both after one
+iteration, with process 0's checkpoint, and both resume from it; a layout that cannot work is
+one `error:` line. The runs are started together, once per module (the first JIT compile
+dominates).
 """
 
 from __future__ import annotations
 
 import re
+import signal
+import time
 
 import pytest
 from logs_testing import read_scalars
+from ports import free_port
 from scripts_testing import (
     REPO_ROOT,
     ScriptProcess,
     assert_usage_error,
     describe,
+    finish_script,
     module_runs,
+    run_dirs,
     run_script,
     script_env,
+    start_script,
 )
+
+from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),
@@ -30,9 +43,9 @@ ONE_DEVICE = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax_scan.py"
 MULTI = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax_scan_multigpu.py"
 TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 # 3 iterations of 4 envs x 6 steps, 2 epochs of 2 minibatches: each device holds 2 envs and
-# computes 6 of each minibatch's 12 transitions
+# computes 6 of each minibatch's 12 transitions; games cut at 8 steps: every env ends some
 SMALL = "--num-envs 4 --num-steps 6 --update-epochs 2 --num-minibatches 2 --total-timesteps 72"
-SMALL += " --seed 3 --checkpoint-every 2"
+SMALL += " --seed 3 --checkpoint-every 2 --max-episode-steps 8"
 RUNS = {
     "one_device": (ONE_DEVICE, SMALL.split()),
     "two_devices": (MULTI, f"{SMALL} --save-model --eval-episodes 1".split(), TWO_DEVICES),
@@ -74,6 +87,72 @@ def test_two_devices_play_the_same_games_and_log_the_losses_of_one(one_device, t
     assert a.get("charts/episodic_return") == b.get("charts/episodic_return")
 
 
+class Processes:
+    """The script as `n` processes of one CPU device each, in one folder, meeting through
+    `jax.distributed` on a loopback port (a launch by hand: the variables each process gets)."""
+
+    def __init__(self, cwd, args, n=2, own_args=None):
+        """`own_args`: each process's arguments after `args`."""
+        address = f"127.0.0.1:{free_port()}"
+        self.cwd = cwd
+        self.popens = [
+            start_script(
+                [*args, *(own_args[i] if own_args else [])],
+                cwd,
+                script=MULTI,
+                env=script_env(
+                    cwd,
+                    JAX_COORDINATOR_ADDRESS=address,
+                    JAX_NUM_PROCESSES=str(n),
+                    JAX_PROCESS_ID=str(i),
+                ),
+            )
+            for i in range(n)
+        ]
+        self._procs = None
+
+    @property
+    def procs(self):
+        if self._procs is None:
+            self._procs = [finish_script(p, timeout=300) for p in self.popens]
+        return self._procs
+
+    def stop(self):
+        for p in self.popens:
+            if p.poll() is None:
+                p.kill()
+        self.procs  # noqa: B018
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """The two-device run's training on two processes (no model saved: process 0 alone would)."""
+    processes = Processes(tmp_path_factory.mktemp("two_processes"), SMALL.split())
+    yield processes
+    processes.stop()
+
+
+@pytest.mark.slow
+def test_two_processes_log_the_losses_of_two_devices_in_one_and_process_0_alone_writes(
+    two_processes, two_devices
+):
+    """Each process steps its device's envs (seeded as in one process: env i, seed + i); the
+    update's sums go over both processes' devices (gloo on CPUs): the same games and losses."""
+    for proc in two_processes.procs:
+        assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(two_processes.cwd)  # one folder, named by process 0
+    a, b = two_devices.scalars, read_scalars(run_dir)
+    for tag in [t for t in a if t.startswith("losses/")] + ["charts/learning_rate"]:
+        assert [s for s, _ in b[tag]] == [24, 48, 72], tag
+        for (_, x), (_, y) in zip(a[tag], b[tag]):
+            assert y == pytest.approx(x, rel=1e-4, abs=1e-6), (tag, a[tag], b[tag])
+    assert a["charts/episodic_length"] == b["charts/episodic_length"]  # both processes' games
+    assert len(b["charts/episodic_length"]) == 8  # 4 envs x 2 games (18 steps, cut at 8)
+    checkpoint = read_checkpoint(list_checkpoints(run_dir)[0])
+    assert checkpoint["world_size"] == 2 and len(checkpoint["ranks_rng"]) == 2
+    assert "logging to" not in two_processes.procs[1].stdout  # (its lines would repeat 0's)
+
+
 @pytest.mark.slow
 def test_two_devices_save_the_model_and_evaluate_it(two_devices):
     name = "ppo_atari_envpool_xla_jax_scan_multigpu"
@@ -110,3 +189,73 @@ def test_two_devices_resume_from_a_checkpoint(two_devices):
 def test_what_does_not_split_over_the_devices_is_one_error_line(tmp_path, args, expected):
     proc = run(args, tmp_path, timeout=120)
     assert_usage_error(proc, tmp_path, expected)
+
+
+@pytest.mark.slow
+def test_a_stop_signal_to_either_process_stops_both_after_one_iteration_and_they_resume(
+    tmp_path,
+):
+    """SIGTERM to process 1: the processes agree on it at the iteration's end; process 0 writes
+    the checkpoint; both exit with 75. Given `--resume`, both carry on to the end."""
+    args = [*SMALL.split(), "--total-timesteps", str(24 * 10), "--checkpoint-every", "1"]
+    processes = Processes(tmp_path, args)
+    try:
+        deadline = time.time() + 240
+        while not list(tmp_path.glob("runs/*/checkpoint_*.ckpt")):
+            assert time.time() < deadline and processes.popens[0].poll() is None
+            time.sleep(0.05)
+        processes.popens[1].send_signal(signal.SIGTERM)
+        procs = processes.procs
+    finally:
+        processes.stop()
+    assert [p.returncode for p in procs] == [75, 75], describe(procs[0]) + describe(procs[1])
+    (run_dir,) = run_dirs(tmp_path)
+    stopped = re.search(r"SIGTERM: checkpoint of iteration (\d+) written", procs[0].stderr)
+    assert stopped, describe(procs[0])
+    assert "checkpoint of iteration" not in procs[1].stderr  # (process 0 writes and says it)
+    iteration = int(stopped.group(1))
+    assert 1 <= iteration < 10 and list_checkpoints(run_dir)[0].name == (
+        f"checkpoint_{iteration:07d}.ckpt"
+    )
+    resumed = Processes(tmp_path, [*args, "--resume", str(run_dir)])
+    try:
+        procs = resumed.procs
+    finally:
+        resumed.stop()
+    assert [p.returncode for p in procs] == [0, 0], describe(procs[0]) + describe(procs[1])
+    steps = [s for s, _ in read_scalars(run_dir, files=None)["losses/value_loss"]]
+    assert steps == [24 * i for i in range(1, 11)]
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (dict(JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="0"), ["no coordinator", "2 processes"]),
+        (dict(SLURM_STEP_NUM_TASKS="2", SLURM_PROCID="1"), ["no coordinator", "SLURM"]),
+        (
+            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2"),
+            ["JAX_PROCESS_ID not set"],
+        ),
+        (
+            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="2"),
+            ["process id 2 of 2", "from 0 to 1"],
+        ),
+        (
+            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="3", JAX_PROCESS_ID="0"),
+            ["--num-envs 4", "3 processes", "multiple of 3"],
+        ),
+    ],
+    ids=["no-coordinator", "srun-no-coordinator", "no-id", "id-out-of-range", "envs"],
+)
+def test_a_process_layout_that_cannot_work_is_one_error_line(tmp_path, variables, expected):
+    env = script_env(tmp_path, **variables)
+    proc = run_script(["--num-envs", "4"], tmp_path, script=MULTI, env=env, timeout=120)
+    assert_usage_error(proc, tmp_path, expected)
+
+
+def test_processes_that_disagree_on_the_arguments_stop_together_with_one_error_line(tmp_path):
+    processes = Processes(
+        tmp_path, ["--num-envs", "4"], own_args=[["--seed", "1"], ["--seed", "7"]]
+    )
+    for proc in processes.procs:
+        assert_usage_error(proc, tmp_path, ["disagree on --seed", "1 on rank 0, 7 on rank 1"])

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 from logs_testing import read_scalars
+from ports import free_port
 from slurm_cluster import SlurmCluster
+
+from cleanrl_utils.checkpoint import read_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
@@ -54,12 +57,15 @@ def python_command(code: str) -> str:
     return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
 
 
-def start_launcher(cluster: SlurmCluster, cwd: Path, *flags: str) -> subprocess.Popen:
+def start_launcher(
+    cluster: SlurmCluster, cwd: Path, *flags: str, env: dict | None = None
+) -> subprocess.Popen:
+    """`env`: variables added to the cluster's (sbatch hands them on to the job)."""
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-m", "cleanrl_utils.benchmark", "--no-auto-tag", "--slurm-wait", *flags],
         cwd=cwd,
-        env=cluster.env,
+        env=cluster.env | (env or {}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -116,6 +122,36 @@ def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
         assert len(logs) == 4
     gpu_job = scontrol_job(cluster, job_id(outputs["gpu"]))
     assert "TresPerTask=gres:gpu:1" in gpu_job
+
+
+JAX_SCRIPT = REPO / "cleanrl" / "ppo_atari_envpool_xla_jax_scan_multigpu.py"
+
+
+def test_the_jax_multinode_template_runs_the_jax_script_as_two_processes(cluster, tmp_path):
+    """`srun` starts the JAX script as 2 tasks on the one node (2 "hosts", one CPU device each);
+    they meet through jax.distributed at the coordinator the template names, train one run
+    whose envs are split over them, and process 0 alone writes it."""
+    command = (
+        f"{shlex.quote(sys.executable)} {JAX_SCRIPT} --num-envs 2 --num-steps 8 "
+        "--num-minibatches 1 --update-epochs 1 --total-timesteps 32"
+    )
+    launcher = start_launcher(
+        cluster, tmp_path, "--env-ids", "Breakout-v5", "--num-seeds", "1", "--workers", "1",
+        "--command", command,
+        "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_multinode_jax.slurm_template"),
+        "--slurm-nodes", "1", "--slurm-ntasks", "2", "--slurm-gpus-per-task", "1",
+        "--slurm-total-cpus", "2",
+        env={"JAX_COORDINATOR_PORT": str(free_port())},
+    )  # fmt: skip
+    output = finish(launcher, cluster, timeout=240)
+    (log,) = (tmp_path / "slurm" / "logs").glob("*.out")
+    assert launcher.returncode == 0, f"{output}\n{log.read_text()}\n{cluster.log_tail()}"
+    assert "1 of 1 runs succeeded" in output
+    assert "as 2 processes on 1 nodes (coordinator localhost:" in log.read_text()
+    (run_dir,) = (tmp_path / "runs").glob("Breakout-v5__*__1__*")
+    checkpoint = read_checkpoint(run_dir / "checkpoint_0000002.ckpt")
+    assert checkpoint["world_size"] == 2
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [16, 32]
 
 
 def scontrol_job(cluster: SlurmCluster, job: str) -> str:

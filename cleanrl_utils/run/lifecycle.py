@@ -332,7 +332,8 @@ class Run:
         return self.stop.phase is Phase.FINISHED
 
     def resume_command(self) -> str:
-        launcher = "python" if self.world_size == 1 else "python -m cleanrl_utils.torchrun ..."
+        launcher = "python -m cleanrl_utils.torchrun ..."  # (a JAX run's processes: its own)
+        launcher = "python" if self.world_size == 1 else getattr(self.dist, "launcher", launcher)
         return f"{launcher} {sys.argv[0]} --resume {self.dir}"
 
     # -- the end ----------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""One JAX run on many processes (hosts): `jax.distributed` set up from the environment, and the
+few exchanges that the run lifecycle (`cleanrl_utils.run.Run`) makes between them.
+
+The JAX counterpart of `cleanrl_utils.distributed.Distributed` for
+`cleanrl/ppo_atari_envpool_xla_jax_scan_multigpu.py`, which makes these calls:
+
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=JaxDistributed) as run:
+        processes = run.dist          # how many processes, which one (bad input: exit 2); process
+        ...                           # 0 alone writes; the stop agreement
+        configure_jax(args)
+        processes.connect(run)        # jax.distributed.initialize; the processes agree on the run
+        devices = jax.devices()       # every process's devices
+
+The processes are given by the environment, in one of two ways (all else: one process):
+
+- `srun` with several tasks (`SLURM_STEP_NUM_TASKS` > 1): one process per task, its id
+  `SLURM_PROCID`; the coordinator is `JAX_COORDINATOR_ADDRESS` (`host:port` of process 0), which
+  `benchmark/cleanrl_multinode_jax.slurm_template` sets to the job's first node.
+- By hand (any launcher, or several shells): `JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES` and
+  `JAX_PROCESS_ID` (0 to JAX_NUM_PROCESSES - 1), the same on every process but the id.
+
+Each process uses all of its host's devices (JAX's own SLURM detection would give each task one
+device: not what a process per host wants). On CPUs the processes' collectives go through gloo
+(JAX's default). Every wait for the others (joining, the agreement) is bounded by
+`cleanrl_utils.distributed.TIMEOUT_S`; a process that ends waits for process 0, which runs the
+evaluation after training, at most `SHUTDOWN_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+
+from cleanrl_utils.checks import fail
+from cleanrl_utils.distributed import TIMEOUT_S
+from cleanrl_utils.exits import USAGE_ERROR
+from cleanrl_utils.output import flush, say
+from cleanrl_utils.ranks import disagreement, run_view
+
+SHUTDOWN_S = 6 * 3600  # (process 0's evaluation games, after the others are done)
+VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+
+
+def process_layout(env=os.environ) -> tuple[str | None, int, int]:
+    """(coordinator address, process count, this process's id) from the environment (the module
+    docstring); a layout that cannot work is one `error:` line and exit code 2."""
+    address, count, index = (env.get(name) for name in VARIABLES)
+    if count is None and index is None and int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) > 1:
+        count, index = env["SLURM_STEP_NUM_TASKS"], env.get("SLURM_PROCID", "0")
+        given = "srun's SLURM_STEP_NUM_TASKS"
+    elif address is None and count is None and index is None:
+        return None, 1, 0
+    else:
+        missing = [name for name, value in zip(VARIABLES[1:], (count, index)) if value is None]
+        if missing:
+            fail(f"{' and '.join(missing)} not set: a run on many processes needs {VARIABLES}")
+        given = "JAX_NUM_PROCESSES"
+    try:
+        count, index = int(count), int(index)
+    except ValueError:
+        fail(f"the process count and id must be integers, got {count!r} and {index!r}")
+    if count < 1 or not 0 <= index < count:
+        fail(f"process id {index} of {count} processes: give an id from 0 to {count - 1}")
+    if count > 1 and address is None:
+        fail(
+            f"{count} processes ({given}) but no coordinator: set JAX_COORDINATOR_ADDRESS to "
+            "host:port of process 0, the same on every process"
+        )
+    if count > 1 and not address.rpartition(":")[2].isdigit():
+        fail(f"JAX_COORDINATOR_ADDRESS {address!r} is not host:port")
+    return address, count, index
+
+
+class JaxDistributed:
+    """This process's place in the run (rank, world size) and the exchanges `Run` makes."""
+
+    launcher = "srun (or JAX_NUM_PROCESSES=... JAX_PROCESS_ID=...) python"
+
+    def __init__(self, args):
+        """Reads the layout (`process_layout`); envs that do not split over the processes are
+        one `error:` line and exit code 2, on every process alike, before any connection."""
+        self.address, self.world_size, self.rank = process_layout()
+        self.is_main = self.rank == 0
+        self.connected = False
+        if args.num_envs % self.world_size:
+            fail(
+                f"--num-envs {args.num_envs} does not split over the {self.world_size} "
+                f"processes: give a multiple of {self.world_size}"
+            )
+
+    def connect(self, run=None) -> None:
+        """Joins the other processes (`jax.distributed.initialize`, before any JAX computation);
+        a coordinator that cannot be reached or bound within `TIMEOUT_S` is one `error:` line and
+        exit code 2. With `run`, the processes then agree on it (`agree`)."""
+        if self.world_size == 1:
+            return
+        import jax
+
+        try:
+            jax.distributed.initialize(
+                self.address,
+                self.world_size,
+                self.rank,
+                local_device_ids=None,
+                cluster_detection_method="deactivate",
+                initialization_timeout=int(TIMEOUT_S),
+                shutdown_timeout_seconds=SHUTDOWN_S,
+            )
+        except Exception as exc:  # (jaxlib's errors: a port in use, a deadline exceeded)
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+            fail(
+                f"process {self.rank}: could not join the other {self.world_size - 1} at "
+                f"{self.address} within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S): {first}"
+            )
+        self.connected = True
+        if run is not None:
+            self.agree(run)
+
+    def agree(self, run) -> None:
+        """The processes compare `run_view` of their run: a difference is one `error:` line
+        naming it on every process and exit code 2. A new run takes process 0's name."""
+        views = self.all_gather((run_view(run), run.name))
+        if problem := disagreement([view for view, _ in views]):
+            flush()
+            say(f"error: {problem}")
+            os._exit(USAGE_ERROR)  # (every process exits alike: no one waits in the shutdown)
+        if run.payload is None:
+            run.take_name(views[0][1])
+
+    def all_gather(self, value) -> list:
+        """Every process's `value` (plain Python data), in process order, on every process."""
+        if self.world_size == 1:
+            return [value]
+        from jax.experimental.multihost_utils import process_allgather
+
+        data = np.frombuffer(pickle.dumps(value), np.uint8)
+        sizes = process_allgather(np.array([len(data)], np.int64))[:, 0]
+        padded = np.zeros(int(sizes.max()), np.uint8)
+        padded[: len(data)] = data
+        rows = process_allgather(padded)
+        return [pickle.loads(row[:size].tobytes()) for row, size in zip(rows, sizes)]
+
+    def gather(self, value) -> list | None:
+        """Every process's `value`, in process order, on process 0; None elsewhere."""
+        values = self.all_gather(value)
+        return values if self.is_main else None
+
+    def agreed_stop(self, signum: int | None) -> int | None:
+        """Once an iteration on every process: None when no process got a stop signal, else the
+        signal of the lowest process that got one, the same everywhere, so that all stop after
+        the same iteration."""
+        if self.world_size == 1:
+            return signum
+        from jax.experimental.multihost_utils import process_allgather
+
+        signals = process_allgather(np.array([signum or 0], np.int32))[:, 0]
+        return next((int(s) for s in signals if s), None)
+
+    def close(self) -> None:
+        """Nothing: JAX leaves the other processes at the exit (a barrier, `SHUTDOWN_S`)."""
