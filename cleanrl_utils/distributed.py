@@ -167,6 +167,9 @@ class Distributed:
             watchdog.cancel()
         self.joined = True
         self.group = torch_dist.group.WORLD
+        # the process group's own store (the one private torch call here: torch has no public
+        # getter), so that the ranks' "alive" keys live under this attempt's prefix; the
+        # lost-rank tests (tests/test_multigpu.py) fail if torch renames it
         self.store = torch_dist.distributed_c10d._get_default_store()
         if run is not None:
             self.agree(run)
@@ -355,14 +358,14 @@ class Distributed:
         gradient of the whole minibatch's loss."""
         if self.world_size == 1:
             return
+        import torch
         import torch.distributed as torch_dist
-        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
         grads = [p.grad for p in module.parameters() if p.grad is not None]
-        flat = _flatten_dense_tensors(grads)
+        flat = torch.cat([grad.reshape(-1) for grad in grads])
         self._collective(torch_dist.all_reduce, flat)
-        for grad, summed in zip(grads, _unflatten_dense_tensors(flat, grads)):
-            grad.copy_(summed)
+        for grad, summed in zip(grads, flat.split([grad.numel() for grad in grads])):
+            grad.copy_(summed.view_as(grad))
 
     def broadcast_parameters(self, module) -> None:
         """Rank 0's parameters and buffers on every rank (the network starts the same)."""

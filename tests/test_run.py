@@ -311,14 +311,14 @@ def test_a_finished_run_puts_back_the_signal_handlers_it_replaced(tmp_path, caps
         signal.signal(signum, mine)
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     run = open_run(tmp_path)
-    assert all(signal.getsignal(signum) == run._on_stop_signal for signum in STOP_SIGNALS)
+    assert all(signal.getsignal(signum) == run.on_stop_signal for signum in STOP_SIGNALS)
     run.restore({})
     os.kill(os.getpid(), signal.SIGUSR1)  # handled by the run: a checkpoint, then stop
     run.end_iteration(1, 8, [], {})
     assert run.finish() == CHECKPOINT_EXIT
     assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
     with open_run(tmp_path) as run:
-        assert signal.getsignal(signal.SIGTERM) == run._on_stop_signal
+        assert signal.getsignal(signal.SIGTERM) == run.on_stop_signal
         run.restore({})
         run.end_iteration(1, 8, [], {})
     assert {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} == before
@@ -609,7 +609,7 @@ def test_ctrl_c_finishes_the_iteration_checkpoints_and_exits_130_a_second_stops_
     time.sleep(0.02)
     run.end_iteration(1, 8, [], {})
     os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: handled, the iteration goes on
-    assert signal.getsignal(signal.SIGINT) == run._on_second_ctrl_c  # would end it at once
+    assert signal.getsignal(signal.SIGINT) == run.on_second_ctrl_c  # would end it at once
     run.end_iteration(2, 16, [], {"x": 2})
     assert run.stop_requested
     (checkpoint,) = list_checkpoints(run.dir)
@@ -771,7 +771,7 @@ def test_a_stop_before_training_ends_at_the_next_safe_point_in_one_line(tmp_path
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("received ") and "before training began: stopping" in line, line
     assert json.loads((run.dir / "config.json").read_text())["stopped"]["global_step"] == 0
-    assert signal.getsignal(signal.SIGTERM) != run._on_stop_signal  # (handlers given back)
+    assert signal.getsignal(signal.SIGTERM) != run.on_stop_signal  # (handlers given back)
 
 
 def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_resume(
@@ -841,7 +841,7 @@ def test_the_first_stop_decides_how_the_run_ends(tmp_path, capsys):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) == run._on_second_ctrl_c
+    assert signal.getsignal(signal.SIGINT) == run.on_second_ctrl_c
     run.end_iteration(2, 16, [], {})
     assert run.stop_requested and run.finish() == CHECKPOINT_EXIT
     assert json.loads((run.dir / "config.json").read_text())["stopped"]["signal"] == "SIGTERM"

@@ -144,7 +144,7 @@ class Run:
         args = self.args
         stops.stop_before_training(self)
         if self.rank != 0:  # rank 0 alone writes
-            self.process.catch_stops(self._on_stop_signal)
+            self.process.catch_stops(self.on_stop_signal)
             self.writer = NoWriter()
             return self.writer
         self.lock_fd = lock_run_folder(self.dir)  # one process per run folder
@@ -155,7 +155,7 @@ class Run:
         self.writer = run_writer(self.dir, purge_step, opened=False)
         if self.payload is None:
             self._open()
-        self.process.catch_stops(self._on_stop_signal)
+        self.process.catch_stops(self.on_stop_signal)
         if note := steps_note(args.total_timesteps, args.num_envs, args.num_steps):
             output.say(f"note: {note}", stdout=True)  # (the iterations are whole batches)
         output.say(
@@ -301,10 +301,12 @@ class Run:
         else:
             output.say(message)
 
-    def _on_stop_signal(self, signum, frame) -> None:
+    def on_stop_signal(self, signum, frame) -> None:
+        """The handler of the stop signals while the run holds them (`stops.on_stop_signal`)."""
         stops.on_stop_signal(self, signum)
 
-    def _on_second_ctrl_c(self, signum, frame) -> None:
+    def on_second_ctrl_c(self, signum, frame) -> None:
+        """The handler of Ctrl-C once one came: it stops at once (`stops.on_second_ctrl_c`)."""
         stops.on_second_ctrl_c(self)
 
     def take_name(self, name: str) -> None:

@@ -142,7 +142,7 @@ def on_stop_signal(run, signum: int) -> None:
     if run.stop.phase is Phase.AFTER_TRAINING:
         stop_after_training(run, signum)
     if signum == signal.SIGINT:
-        run.process.stops.replace(signal.SIGINT, run._on_second_ctrl_c)
+        run.process.stops.replace(signal.SIGINT, run.on_second_ctrl_c)
     again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
     first = run.stop.receive(signum)
     if run.stop.phase is not Phase.TRAINING:
