@@ -126,7 +126,7 @@ def exits(fn, *args) -> tuple[int | None, str]:
     ],
 )
 def test_a_bad_command_line_is_one_error_line_and_exit_code_2(argv, words, capsys):
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         parse_args(envpool_script.Args, argv)
     assert exit_info.value.code == 2
     out, err = capsys.readouterr()
@@ -181,7 +181,7 @@ def test_rollout_buffers_that_cannot_fit_are_refused_with_the_figure(capsys):
     args = envpool_script.Args(num_envs=100_000, num_steps=128, total_timesteps=10**10)
     from cleanrl_utils.checks import check_ppo_args
 
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         check_ppo_args(args)
     assert exit_info.value.code == 2
     line = one_error_line(capsys.readouterr().err)
@@ -332,7 +332,7 @@ def test_resume_auto_finds_runs_of_every_allowed_alphabet(tmp_path):
 def test_a_second_writer_of_a_run_folder_is_refused_naming_the_first(tmp_path, capsys):
     fd = lock_run_folder(tmp_path / "run")
     try:
-        with pytest.raises(SystemExit) as exit_info:
+        with pytest.raises(SystemExit) as exit_info, entry_point():
             lock_run_folder(tmp_path / "run")  # a second open file: flock refuses it too
         assert exit_info.value.code == 2
         line = one_error_line(capsys.readouterr().err)

@@ -337,7 +337,7 @@ def test_the_model_file_records_the_protocol_and_the_evaluator_plays_under_it(tm
     assert "(--protocol; it was trained under custom)" in capsys.readouterr().out
     # the published protocol's minimal action set is not the network's: one error line
     eval_args = parse_eval_args(["--model-path", str(path), "--protocol", "published"])
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(SystemExit) as exc, entry_point():
         evaluation_games(model, script, eval_args)
     assert exc.value.code == 2
     assert "--protocol published plays the minimal action set" in capsys.readouterr().err
