@@ -248,10 +248,9 @@ def test_random_command_lines_give_a_run_inside_runs_or_one_error_line(flags, tm
     runs = cwd / "runs"
 
     def prepare():
-        args = parse_args(envpool_script.Args, argv)
-        with entry_point():
-            run = Run(args, str(SCRIPT), runs_dir=str(runs), argv=argv)
-        check_ppo_args(run.args)
+        with entry_point():  # (the script's `if __name__ == "__main__":` block)
+            run = Run(parse_args(envpool_script.Args, argv), str(SCRIPT), str(runs), argv=argv)
+            check_ppo_args(run.args)
         return run
 
     err = io.StringIO()
