@@ -5,7 +5,10 @@ module (tests/test_layout.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
 
 import pytest
 
@@ -32,3 +35,14 @@ def pytest_collection_finish(session):
             f"--dist loadgroup does not group tests with pytest {pytest.__version__} and "
             f"pytest-xdist (e.g. {split[0]}): install the pins of requirements/requirements-dev.txt"
         )
+
+
+def pytest_configure(config):
+    """One JAX compilation cache for the session (its xdist workers inherit the variable, and the
+    scripts they start): the JAX scripts are started dozens of times with the same few sizes, and
+    a process that finds its programs there skips half of its CPU time (XLA's compilation)."""
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # (in the first process: the controller)
+        folder = tempfile.mkdtemp(prefix="cleanrl-tests-jax-cache-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # (whatever the load)
