@@ -5,9 +5,44 @@ module (tests/test_layout.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
+
+import pytest
 
 # A test session started in the background by a script (`pytest &`) inherits SIGINT ignored, and
 # so would every process the tests start: the Ctrl-C tests need it as a terminal delivers it.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_finish(session):
+    """In an xdist worker under `--dist loadgroup`: every test with an `xdist_group` mark must
+    carry its group in its node id, which is all the scheduler reads. pytest 9.2 ignores the
+    suffix that pytest-xdist 3.8 writes (pytest-dev/pytest-xdist#1386): the groups are then split
+    silently, and each worker starts a module's runs again (twice the CPU of the suite)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    split = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rsplit("]", 1)[-1]
+    ]
+    if split:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group tests with pytest {pytest.__version__} and "
+            f"pytest-xdist (e.g. {split[0]}): install the pins of requirements/requirements-dev.txt"
+        )
+
+
+def pytest_configure(config):
+    """One JAX compilation cache for the session (its xdist workers inherit the variable, and the
+    scripts they start): the JAX scripts are started dozens of times with the same few sizes, and
+    a process that finds its programs there skips half of its CPU time (XLA's compilation)."""
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # (in the first process: the controller)
+        folder = tempfile.mkdtemp(prefix="cleanrl-tests-jax-cache-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # (whatever the load)

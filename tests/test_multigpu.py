@@ -153,6 +153,17 @@ def wait_for(path_glob: str, cwd: Path, proc: subprocess.Popen, timeout: float =
         time.sleep(0.05)
 
 
+def wait_for_output(text: bytes, proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Until `text` is in what `proc` (from `start`) wrote to stderr."""
+    deadline = time.time() + timeout
+    stderr = proc.output_files[1]
+    stderr.flush()
+    while text not in os.pread(stderr.fileno(), 1 << 20, 0):
+        assert proc.poll() is None, describe(finish_script(proc))
+        assert time.time() < deadline, f"no {text!r} on stderr after {timeout} s"
+        time.sleep(0.05)
+
+
 def games(run_dir: Path) -> list[tuple[int, float]]:
     return read_scalars(run_dir, files=None).get("charts/episodic_length", [])
 
@@ -399,10 +410,10 @@ def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_re
 ):
     args = [*envpool_args(4000), "--checkpoint-every", "0"]  # (still training when killed)
     proc = start(ours(ENVPOOL, args), tmp_path)
-    wait_for("runs/*/events.out.tfevents.*", tmp_path, proc)
-    # the event file is made before the envs and the first iteration: on a busy machine a kill
-    # one second later came before training began (rank 0 then stops on torchrun's SIGTERM, 75)
-    time.sleep(8)
+    # rank 0's first progress line: the first iteration is done, both ranks are training (the
+    # event file comes before the envs: a kill then came before training began, and rank 0
+    # stopped on torchrun's SIGTERM with 75)
+    wait_for_output(f"step {BATCH}/".encode(), proc)
     os.kill(worker_pids(proc.pid)[1], signal.SIGKILL)
     done = finish_script(proc, timeout=60)
     assert done.returncode == 1, describe(done)

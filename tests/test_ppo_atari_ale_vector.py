@@ -408,9 +408,11 @@ def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_evaluates_an
     script trains, saves, evaluates, resumes; the evaluator plays the saved model."""
     venv = tmp_path / "venv"
     python = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    # (--no-compile: no bytecode for every installed file, half of pip's CPU time here)
-    pip = [python, "-m", "pip", "install", "-q", "--no-compile"]
+    # the venv without a pip of its own (copying one in costs a few CPU-seconds): the tests' pip
+    # installs into it (--python); --no-compile: no bytecode for every installed file, half of
+    # pip's CPU time here
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile"]
     pip += ["-r", "requirements/requirements-atari.txt"]
     installed = subprocess.run(
         [*pip, "-e", ".[atari]"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900

@@ -32,8 +32,9 @@ from cleanrl_utils.checkpoint import list_checkpoints  # noqa: E402
 from cleanrl_utils.exits import EntryPoint  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
-# The module's fixtures start its runs once: its tests share one xdist worker.
-pytestmark = pytest.mark.xdist_group(__name__)
+# The tests of the processes that `started` starts once share one xdist worker. (Not the module's
+# `pytestmark`: xdist joins a test's groups, and the SLURM test below must be in test_slurm's alone.)
+STARTED = pytest.mark.xdist_group(__name__)
 
 # runs of a few seconds: 2 envs x 16 steps per iteration, games cut after 8 steps so that every
 # iteration ends some (the default metric, charts/episodic_return, then has values)
@@ -141,6 +142,7 @@ def shared_study(started):
 
 
 @pytest.mark.slow
+@STARTED
 def test_two_tuners_share_a_study_and_complete_every_trial_once(shared_study):
     cwd, procs = shared_study
     for proc in procs:
@@ -166,6 +168,7 @@ def test_two_tuners_share_a_study_and_complete_every_trial_once(shared_study):
 
 
 @pytest.mark.slow
+@STARTED
 def test_the_table_lists_every_trial_with_its_objective_flags_and_run(shared_study):
     cwd, procs = shared_study
     study = load_study(cwd, "study.log", "shared")
@@ -189,6 +192,7 @@ def test_the_table_lists_every_trial_with_its_objective_flags_and_run(shared_stu
 
 
 @pytest.mark.slow
+@STARTED
 def test_the_objective_is_the_human_normalised_score_of_the_last_values(shared_study):
     cwd, _ = shared_study
     study = load_study(cwd, "study.log", "shared")
@@ -241,6 +245,7 @@ tuner.tune(num_trials=3, num_seeds=1)
 
 
 @pytest.mark.slow
+@STARTED
 def test_a_trial_that_cannot_learn_is_pruned_inside_its_run_and_a_crash_fails_its_trial(started):
     tmp_path, proc = started("prune")
     budget = PRUNE_BUDGET
@@ -375,6 +380,7 @@ def ctrl_c_then_kill_then_resume(tmp_path: Path, suspended: list[int]) -> None:
 # Bad input: one `error:` line, exit code 2, nothing started
 
 
+@STARTED
 @pytest.mark.parametrize(
     "extra, message",
     [
