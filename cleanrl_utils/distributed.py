@@ -167,9 +167,8 @@ class Distributed:
             watchdog.cancel()
         self.joined = True
         self.group = torch_dist.group.WORLD
-        # the process group's own store (the one private torch call here: torch has no public
-        # getter), so that the ranks' "alive" keys live under this attempt's prefix; the
-        # lost-rank tests (tests/test_multigpu.py) fail if torch renames it
+        # the group's own store: the one private torch call (no public getter); the lost-rank
+        # tests (tests/test_multigpu.py) fail if torch renames it
         self.store = torch_dist.distributed_c10d._get_default_store()
         if run is not None:
             self.agree(run)
