@@ -31,7 +31,7 @@ its handler) and one during the steps after training (`cleanrl_utils.run.stops`)
 raised from a signal handler lands wherever the program happens to be, and a library's callback
 can swallow it (JAX's gc callback: "Exception ignored in"), so the run would go on. Ranks of a
 multi-process run that fail together in a collective, or a rank left by one that never joined
-(`cleanrl_utils.distributed`): a clean exit can block on the process group of a peer that has
+(`cleanrl_utils.distributed`, `jax_distributed`): a clean exit can block on a peer that has
 already left.
 """
 
