@@ -8,7 +8,7 @@
     pool = run_pool(["python cleanrl/ppo_atari_envpool.py --seed 1", ...], workers=2,
                     log_dir="tuner_logs")
     if pool.interrupted:      # Ctrl-C, SIGTERM or SIGHUP: every run stopped (with its checkpoint)
-        sys.exit(pool.exit_code)
+        return pool.exit_code  # (your command's main: its exit code)
     pool.exit_codes           # one per command, in order: 0, 1, ..., -9 (killed by SIGKILL)
 
 It prints what the launcher prints (each start, finish and failure with its log's last lines).
