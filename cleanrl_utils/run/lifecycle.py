@@ -2,7 +2,8 @@
 
 Every script in `cleanrl/` makes these calls, in this order:
 
-    with Run(args, __file__) as run:  # --resume: finds the checkpoint; flags not given come from it
+    # the script's entry point: a RunError in the block is its one line and its exit code
+    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__) as run:  # --resume: found
         args = run.args               # the arguments as reconciled (the caller's are not changed)
         ...                           # the sizes derived from them
         writer = run.start()          # runs/{run.name}/: config.json, TensorBoard, W&B, signals
@@ -16,7 +17,7 @@ Every script in `cleanrl/` makes these calls, in this order:
             if run.stop_requested:    # a stop signal came: this iteration's checkpoint is written
                 break
         save_and_evaluate(run, ...)   # the steps after training (`cleanrl_utils.after_training`)
-    sys.exit(run.exit_code())         # 0, 75 after SIGTERM/SIGUSR1/SIGHUP, 130 after Ctrl-C
+    sys.exit(run.exit_code())         # (the script, not Run: 0, 75 after a stop signal, 130 Ctrl-C)
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
 see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read at each
