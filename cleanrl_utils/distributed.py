@@ -5,8 +5,8 @@ A script of `cleanrl/` that runs on many processes (launched by `torchrun`, one 
 makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
 
     with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
-        dist = run.dist           # RANK, WORLD_SIZE...; bad --backend/--device-ids: error, exit 2;
-                                  # rank 0 alone writes and prints; the stop agreement                       # the checks: one `error:` line on every rank, before connecting
+        dist = run.dist           # RANK, WORLD_SIZE...; bad --backend/--device-ids: one `error:`
+                                  # line on every rank and exit 2, before connecting
         dist.connect(run)         # the process group (NCCL on GPUs, else gloo), a bounded wait;
                                   # the ranks agree on the arguments, script and run folder
         ...
@@ -36,8 +36,8 @@ store the ranks meet at, and the others stop at once.
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
 they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; the lowest
 rank left records the stop in config.json (rank 0, unless it is the one lost), and the line
-names the resume command only when the run has a checkpoint. Every wait is bounded by `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default
-600 s).
+names the resume command only when the run has a checkpoint. Every wait is bounded by
+`TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
 """
 
 from __future__ import annotations
@@ -64,9 +64,7 @@ TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
 # a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
-STOPPED_KEY = "cleanrl/stopped_before_joining/{}".format(
-    os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-)
+STOPPED_KEY = f"cleanrl/stopped_before_joining/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
 
 
 def default_backend(backend: str, device) -> str:
@@ -140,6 +138,10 @@ class Distributed:
             adopt_old_shuffle(run.payload, self.rank)
         if self.world_size == 1:
             return
+        # torch._dynamo first imported after the group is made (by an optimizer) keeps it alive
+        # past destroy_process_group: its gloo threads outlive the interpreter and can abort the
+        # exit ("terminate called without an active exception"; tests/test_distributed.py)
+        import torch._dynamo  # noqa: F401
         import torch.distributed as torch_dist
 
         addr, port = os.environ.get("MASTER_ADDR", "?"), os.environ.get("MASTER_PORT", "?")
@@ -192,8 +194,7 @@ class Distributed:
         `code`. The process group is left as it is (a clean exit could abort on a peer that
         already left); rank 0 first flushes what TensorBoard holds."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (torchrun's, once another rank ended)
-        writer = getattr(self.run, "writer", None)
-        if writer is not None:
+        if (writer := getattr(self.run, "writer", None)) is not None:
             writer.flush()
         flush()
         say(f"error: {message}")
@@ -249,8 +250,7 @@ class Distributed:
             except (RuntimeError, ValueError, OSError, KeyError):
                 pass
 
-        # (in a thread: whatever listens on the port, and whether it answers, this exit waits
-        # no longer than that)
+        # (in a thread: the exit waits no longer, whatever listens on the port and answers or not)
         teller = threading.Thread(target=tell, daemon=True)
         teller.start()
         teller.join(wait_s + 1.0)

@@ -12,6 +12,7 @@ compare at the start, the backend's default, the permutation generator and its o
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 
@@ -146,6 +147,29 @@ def test_a_rank_whose_permutation_generator_is_out_of_step_is_caught_in_the_stop
         assert code == 1 and "Traceback" not in said, said
         assert last.startswith("error: the ranks' minibatch permutations differ"), said
         assert "on rank 0" in last and "on rank 1" in last, said
+
+
+def test_closing_frees_the_group_and_its_threads_after_an_optimizer_imported_dynamo(tmp_path):
+    """torch._dynamo, imported after the group was made, kept it alive past `close`: its gloo
+    threads outlived the interpreter, and a rank that exited while rank 0 still wrote its last
+    checkpoint could abort ("terminate called without an active exception", SIGABRT)."""
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "tests" / "closing_rank.py")],
+            cwd=tmp_path,
+            env=rank_env(tmp_path, r, 2, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    for rank in ranks:
+        out = rank.communicate(timeout=180)[0]
+        assert rank.returncode == 0, out
+        assert "pt_gloo_runloop" in re.search(r"^joined: (.*)$", out, re.M)[1], out
+        assert re.search(r"^closed: (.*)$", out, re.M)[1] == "[]", out
 
 
 def rank_of(rank: int, world_size: int = 2) -> Distributed:

@@ -482,7 +482,8 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
         line = last_line(rank)
         assert line.startswith("error: the ranks disagree on the resume target: "), line
         assert f"{straight.name}, iteration 2 on rank 0, none (a new run) on rank 1" in line
-    assert list(blind.iterdir()) == []
+    # nothing of a run (torch's compile cache, which the test env puts in the cwd: not a run's)
+    assert [p.name for p in blind.iterdir() if p.name != ".inductor"] == []
 
     nodes = [
         "--nnodes=2",

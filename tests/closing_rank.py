@@ -1,0 +1,36 @@
+"""One rank of the closing test (tests/test_distributed.py), as a real process:
+`python tests/closing_rank.py` with torchrun's variables set. It joins the group, builds an
+optimizer (its first use imports torch._dynamo), gathers on rank 0 as a checkpoint does and closes
+the group, printing its gloo threads once joined and once closed: closing must free the group and
+join them, or they outlive the interpreter and can abort the process at its exit."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from update_rank import make_args
+
+from cleanrl_utils.distributed import Distributed
+
+
+def gloo_threads() -> list[str]:
+    """The names of this process's threads that gloo started (`pt_gloo_runloop`, ...)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except FileNotFoundError:  # (a thread that ended since the listing)
+            pass
+    return sorted(name for name in names if "gloo" in name)
+
+
+if __name__ == "__main__":
+    dist = Distributed(make_args(local_num_envs=1))
+    dist.connect()
+    print(f"joined: {gloo_threads()}")
+    torch.optim.Adam(torch.nn.Linear(2, 2).parameters()).zero_grad()
+    dist.gather({"rng": torch.get_rng_state()})
+    dist.close()
+    print(f"closed: {gloo_threads()}")
