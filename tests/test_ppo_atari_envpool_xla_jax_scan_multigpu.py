@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import signal
 import time
+import types
 
 import pytest
 from logs_testing import read_scalars
@@ -33,6 +34,8 @@ from scripts_testing import (
 )
 
 from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+from cleanrl_utils.exits import RunError
+from cleanrl_utils.jax_distributed import VARIABLES, JaxDistributed
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),
@@ -227,27 +230,47 @@ def test_a_stop_signal_to_either_process_stops_both_after_one_iteration_and_they
     assert steps == [24 * i for i in range(1, 11)]
 
 
-@pytest.mark.parametrize(
-    ("variables", "expected"),
-    [
-        (dict(JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="0"), ["no coordinator", "2 processes"]),
-        (dict(SLURM_STEP_NUM_TASKS="2", SLURM_PROCID="1"), ["no coordinator", "SLURM"]),
-        (
-            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2"),
-            ["JAX_PROCESS_ID not set"],
-        ),
-        (
-            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="2"),
-            ["process id 2 of 2", "from 0 to 1"],
-        ),
-        (
-            dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="3", JAX_PROCESS_ID="0"),
-            ["--num-envs 4", "3 processes", "multiple of 3"],
-        ),
-    ],
-    ids=["no-coordinator", "srun-no-coordinator", "no-id", "id-out-of-range", "envs"],
-)
-def test_a_process_layout_that_cannot_work_is_one_error_line(tmp_path, variables, expected):
+LAYOUTS = {  # environment: what the one line names
+    "no-coordinator": (
+        dict(JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="0"),
+        ["no coordinator", "2 processes"],
+    ),
+    "srun-no-coordinator": (
+        dict(SLURM_STEP_NUM_TASKS="2", SLURM_PROCID="1"),
+        ["no coordinator", "SLURM"],
+    ),
+    "no-id": (
+        dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2"),
+        ["JAX_PROCESS_ID not set"],
+    ),
+    "id-out-of-range": (
+        dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="2"),
+        ["process id 2 of 2", "from 0 to 1"],
+    ),
+    "envs": (
+        dict(JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_NUM_PROCESSES="3", JAX_PROCESS_ID="0"),
+        ["--num-envs 4", "3 processes", "multiple of 3"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("variables", "expected"), LAYOUTS.values(), ids=list(LAYOUTS))
+def test_a_process_layout_that_cannot_work_is_one_error_line(variables, expected, monkeypatch):
+    """In process: the error the script's entry point says as its one line, with exit code 2
+    (a script process stops on the first layout: the next test)."""
+    for name in (*VARIABLES, "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RunError) as error:
+        JaxDistributed(types.SimpleNamespace(num_envs=4))
+    assert error.value.code == 2 and error.value.line.startswith("error: ")
+    for word in expected:
+        assert word in error.value.message
+
+
+def test_the_script_stops_on_a_process_layout_that_cannot_work_with_one_error_line(tmp_path):
+    variables, expected = LAYOUTS["no-coordinator"]
     env = script_env(tmp_path, **variables)
     proc = run_script(["--num-envs", "4"], tmp_path, script=MULTI, env=env, timeout=120)
     assert_usage_error(proc, tmp_path, expected)
