@@ -6,7 +6,11 @@ requirements/requirements-lowest.txt pins each light package at its lower bound,
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -106,3 +110,29 @@ def test_the_docs_write_the_install_command_of_the_newer_pythons_with_every_extr
         assert any(set(c.split(",")) == extras for c in commands), (page.name, commands)
         assert "5.2 GB" in text and "337 MB" in text and "matplotlib" in text, page.name
     assert "about 3 GB" not in (REPO_ROOT / "docs" / "installation.md").read_text()
+
+
+def test_the_wheel_holds_every_package_and_the_data(tmp_path):
+    """A non-editable install (`pip install .`, a wheel) carries every package of the two top
+    folders, `cleanrl_utils.run` and each added later included, and the reference returns."""
+    source = tmp_path / "source"  # (built from a copy: a build in the tree leaves build/ there)
+    for name in ("cleanrl", "cleanrl_utils"):
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO_ROOT / name, source / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*command, "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stderr[-4000:]
+    (wheel,) = tmp_path.glob("cleanrl-*.whl")
+    files = set(zipfile.ZipFile(wheel).namelist())
+    expected = {
+        path.relative_to(REPO_ROOT).as_posix()
+        for top in ("cleanrl", "cleanrl_utils")
+        for path in (REPO_ROOT / top).rglob("*")
+        if path.suffix in (".py", ".csv") and "__pycache__" not in path.parts
+    }
+    assert "cleanrl_utils/run/__init__.py" in expected
+    assert expected <= files, sorted(expected - files)
