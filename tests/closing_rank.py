@@ -1,8 +1,10 @@
 """One rank of the closing test (tests/test_distributed.py), as a real process:
 `python tests/closing_rank.py` with torchrun's variables set. It joins the group, builds an
 optimizer (its first use imports torch._dynamo), gathers on rank 0 as a checkpoint does and closes
-the group, printing its gloo threads once joined and once closed: closing must free the group and
-join them, or they outlive the interpreter and can abort the process at its exit."""
+the group, printing its gloo threads once joined, once gathered and once closed: closing must free
+the group and join them, or they outlive the interpreter and can abort the process at its exit.
+(Which threads gloo has started by a given moment varies: `pt_gloo_runloop` may start only with
+the first collective.)"""
 
 from __future__ import annotations
 
@@ -32,5 +34,6 @@ if __name__ == "__main__":
     print(f"joined: {gloo_threads()}")
     torch.optim.Adam(torch.nn.Linear(2, 2).parameters()).zero_grad()
     dist.gather({"rng": torch.get_rng_state()})
+    print(f"gathered: {gloo_threads()}")
     dist.close()
     print(f"closed: {gloo_threads()}")

@@ -168,7 +168,10 @@ def test_closing_frees_the_group_and_its_threads_after_an_optimizer_imported_dyn
     for rank in ranks:
         out = rank.communicate(timeout=180)[0]
         assert rank.returncode == 0, out
-        assert "pt_gloo_runloop" in re.search(r"^joined: (.*)$", out, re.M)[1], out
+        # gloo's threads were there to be joined (which ones, by when, varies)...
+        assert re.search(r"^joined: (.*)$", out, re.M)[1] != "[]", out
+        assert re.search(r"^gathered: (.*)$", out, re.M)[1] != "[]", out
+        # ...and closing joined them all
         assert re.search(r"^closed: (.*)$", out, re.M)[1] == "[]", out
 
 
