@@ -307,9 +307,19 @@ def test_a_finished_run_puts_back_the_signal_handlers_it_replaced(tmp_path, caps
     def mine(signum, frame):
         pass
 
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(signum, mine)
+    # Every stop signal gets a handler of ours first: one the test's process inherited as ignored
+    # (SIGHUP under nohup) stays ignored by the run, as it should, and would fail the check below.
+    pytests = {signum: signal.signal(signum, mine) for signum in STOP_SIGNALS}
+    try:
+        check_the_handlers_are_put_back(tmp_path, mine)
+    finally:
+        for signum, handler in pytests.items():
+            signal.signal(signum, handler)
+
+
+def check_the_handlers_are_put_back(tmp_path, mine):
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    assert set(before.values()) == {mine}
     run = open_run(tmp_path)
     assert all(signal.getsignal(signum) == run.on_stop_signal for signum in STOP_SIGNALS)
     run.restore({})
