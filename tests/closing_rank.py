@@ -4,11 +4,14 @@ optimizer (its first use imports torch._dynamo), gathers on rank 0 as a checkpoi
 the group, printing its gloo threads once joined, once gathered and once closed: closing must free
 the group and join them, or they outlive the interpreter and can abort the process at its exit.
 (Which threads gloo has started by a given moment varies: `pt_gloo_runloop` may start only with
-the first collective.)"""
+the first collective.) Rank 0 lingers a second before closing, as it does writing its last
+checkpoint: no rank may leave before every rank is closing (the wait in `Distributed.close`).
+"""
 
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 from update_rank import make_args
@@ -35,5 +38,9 @@ if __name__ == "__main__":
     torch.optim.Adam(torch.nn.Linear(2, 2).parameters()).zero_grad()
     dist.gather({"rng": torch.get_rng_state()})
     print(f"gathered: {gloo_threads()}")
+    if dist.rank == 0:
+        time.sleep(1.0)
+    print(f"closing at: {time.time()}", flush=True)
     dist.close()
+    print(f"left at: {time.time()}")
     print(f"closed: {gloo_threads()}")

@@ -165,14 +165,22 @@ def test_closing_frees_the_group_and_its_threads_after_an_optimizer_imported_dyn
         )
         for r in range(2)
     ]
+    outs = []
     for rank in ranks:
         out = rank.communicate(timeout=180)[0]
+        outs.append(out)
         assert rank.returncode == 0, out
         # gloo's threads were there to be joined (which ones, by when, varies)...
         assert re.search(r"^joined: (.*)$", out, re.M)[1] != "[]", out
         assert re.search(r"^gathered: (.*)$", out, re.M)[1] != "[]", out
         # ...and closing joined them all
         assert re.search(r"^closed: (.*)$", out, re.M)[1] == "[]", out
+    # rank 1 left only once rank 0, a second behind it, was closing too: leaving at once, it
+    # could reset the connection under rank 0's last gather
+    (closing_0,), (left_1,) = (
+        re.findall(rf"^{w} at: (.*)$", o, re.M) for w, o in zip(("closing", "left"), outs)
+    )
+    assert float(left_1) >= float(closing_0), outs
 
 
 def rank_of(rank: int, world_size: int = 2) -> Distributed:

@@ -53,7 +53,15 @@ import cleanrl_utils.run.stops as stops
 from cleanrl_utils import output, protocols
 from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import DISK_EXIT, FAILED, STOP_SIGNALS, RunError, stop_code
+from cleanrl_utils.exits import (
+    CHECKPOINT_EXIT,
+    DISK_EXIT,
+    FAILED,
+    INTERRUPTED,
+    STOP_SIGNALS,
+    RunError,
+    stop_code,
+)
 from cleanrl_utils.extras import missing_flag_extra
 from cleanrl_utils.folders import RunName, mark_finished, mark_output_lost, name_problem
 from cleanrl_utils.hub_auth import upload_problem
@@ -383,7 +391,7 @@ class Run:
         after_training = self.stop.phase is Phase.AFTER_TRAINING
         self.stop.enter(Phase.FINISHED)
         if self.dist is not None:
-            self.dist.close()
+            self.dist.close(wait=code in (0, CHECKPOINT_EXIT, INTERRUPTED))  # (in step)
         if code == 0 and self.rank == 0:
             output.say(
                 f"run folder: {self.dir}/ (TensorBoard events, config.json, checkpoints)",
