@@ -38,11 +38,18 @@ def pytest_collection_finish(session):
 
 
 def pytest_configure(config):
-    """One JAX compilation cache for the session (its xdist workers inherit the variable, and the
-    scripts they start): the JAX scripts are started dozens of times with the same few sizes, and
-    a process that finds its programs there skips half of its CPU time (XLA's compilation)."""
+    """One JAX compilation cache and one torch.compile cache for the session (its xdist workers
+    inherit the variables, and the scripts they start): the JAX scripts are started dozens of
+    times with the same few sizes, and a process that finds its programs there skips half of its
+    CPU time (XLA's compilation); a `--compile` run that finds its graphs there skips most of
+    inductor's (the same functions of the same sizes in the torch scripts: tests/test_compile.py,
+    test_multigpu.py). The tests see that a run compiled in its log (`TORCH_LOGS=dynamo`)."""
     if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # (in the first process: the controller)
         folder = tempfile.mkdtemp(prefix="cleanrl-tests-jax-cache-")
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # (whatever the load)
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="cleanrl-tests-inductor-cache-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder

@@ -37,9 +37,6 @@ def script_env(cwd: str | os.PathLike, **extra: str) -> dict[str, str]:
         # one torch thread: on a small, busy machine more threads only fight each other (a smoke
         # run takes 3x longer with the default), and several test runs may share the cores
         OMP_NUM_THREADS="1",
-        # torch.compile's cache in the run's own folder: nothing shared between runs, and a test
-        # can see that a run compiled
-        TORCHINDUCTOR_CACHE_DIR=str(Path(cwd) / ".inductor"),
     )
     env.update(extra)
     return env

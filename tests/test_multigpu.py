@@ -307,7 +307,6 @@ def test_two_compiled_ranks_learn_what_two_eager_ranks_learn_and_compile_only_on
     traced once on each rank, in the first iteration, and never again."""
     cwd, proc = runs["compiled"]
     assert proc.returncode == 0, describe(proc)
-    assert any((cwd / ".inductor").rglob("*.py")), "the run compiled nothing"
     traced = re.findall(r"\[rank(\d)\]:.* torchdynamo start tracing (\w+)", proc.stderr)
     assert sorted(traced) == sorted((r, f) for r in "01" for f in COMPILED), traced
     assert "Recompiling" not in proc.stderr, describe(proc)
@@ -482,8 +481,7 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
         line = last_line(rank)
         assert line.startswith("error: the ranks disagree on the resume target: "), line
         assert f"{straight.name}, iteration 2 on rank 0, none (a new run) on rank 1" in line
-    # nothing of a run (torch's compile cache, which the test env puts in the cwd: not a run's)
-    assert [p.name for p in blind.iterdir() if p.name != ".inductor"] == []
+    assert list(blind.iterdir()) == []  # nothing of a run
 
     nodes = [
         "--nnodes=2",
