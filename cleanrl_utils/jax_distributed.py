@@ -158,5 +158,5 @@ class JaxDistributed:
         signals = process_allgather(np.array([signum or 0], np.int32))[:, 0]
         return next((int(s) for s in signals if s), None)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Nothing: JAX leaves the other processes at the exit (a barrier, `SHUTDOWN_S`)."""

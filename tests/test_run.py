@@ -352,7 +352,7 @@ class OtherRank:
     def gather(self, value):
         return None
 
-    def close(self):
+    def close(self, wait=True):
         pass
 
 
