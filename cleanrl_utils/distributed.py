@@ -256,12 +256,9 @@ class Distributed:
         teller.join(wait_s + 1.0)
 
     def close(self, wait: bool = True) -> None:
-        """Leaves the process group. With `wait` (a rank that ends in step with the others:
-        finished or stopped), first waits, up to `TIMEOUT_S`, for every rank to reach `close`:
-        a rank that closed its sockets while rank 0 still read its part of the last gather (the
-        checkpoint's) reset the connection under it ("Connection closed by peer"). The wait is in
-        the group's store, not a collective: a rank that left the others' step (an error of its
-        own) says it is closing and leaves at once, and none waits on a collective it skipped."""
+        """Leaves the group; with `wait` (a rank in step with the others), only once every rank
+        is closing (in the store, up to `TIMEOUT_S`): one that left at once could reset the
+        connection under rank 0's last gather. A rank out of step leaves at once."""
         if self.group is None:
             return
         import torch.distributed as torch_dist
@@ -269,9 +266,9 @@ class Distributed:
         try:
             self.store.set(f"cleanrl/closing/{self.rank}", "1")
             if wait:
-                closing = [f"cleanrl/closing/{r}" for r in range(self.world_size)]
-                self.store.wait(closing, datetime.timedelta(seconds=TIMEOUT_S))
-        except RuntimeError:  # (the store went with rank 0, or a rank never came: leave anyway)
+                keys = [f"cleanrl/closing/{r}" for r in range(self.world_size)]
+                self.store.wait(keys, datetime.timedelta(seconds=TIMEOUT_S))
+        except RuntimeError:  # (the store went with rank 0: leave anyway)
             pass
         torch_dist.destroy_process_group()
         self.group = None
