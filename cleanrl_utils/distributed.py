@@ -31,12 +31,12 @@ At the start the ranks compare what must be equal (the arguments that shape the 
 script's code, the resume target, the runs folder) in one collective: a difference is one
 `error:` line naming it, on every rank, and exit code 2, before any env is built (`agree`,
 `cleanrl_utils.ranks`). A rank that stops before joining (bad input on it alone) says so in the
-store the ranks meet at, and the others stop at once.
+store the ranks meet at, and the others stop at once (`cleanrl_utils.rank_watch`).
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
-they exit with one line naming the lost rank (`LOST_RANK_EXIT`) instead of waiting; the lowest
-rank left records the stop in config.json (rank 0, unless it is the one lost), and the line
-names the resume command only when the run has a checkpoint. Every wait is bounded by
+they exit with one line naming the lost rank (`rank_watch.LOST_RANK_EXIT`) instead of waiting;
+the lowest rank left records the stop in config.json (rank 0, unless it is the one lost), and
+the line names the resume command only when the run has a checkpoint. Every wait is bounded by
 `TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
 """
 
@@ -49,22 +49,16 @@ import os
 import signal
 import socket
 import threading
-import time
 
 import numpy as np
 
+from cleanrl_utils import rank_watch
 from cleanrl_utils.checks import fail
 from cleanrl_utils.compile import share_size
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
-from cleanrl_utils.folders import mark_stopped
 from cleanrl_utils.output import flush, say
+from cleanrl_utils.rank_watch import TIMEOUT_S, late, say_and_exit, watch_joining
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
-
-TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
-LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
-ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
-# a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
-STOPPED_KEY = f"cleanrl/stopped_before_joining/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
 
 
 def default_backend(backend: str, device) -> str:
@@ -127,7 +121,7 @@ class Distributed:
         self.backend = default_backend(args.backend, self.device)
         self.joined = False
         if self.world_size > 1:  # (registered after the checks every rank makes alike)
-            atexit.register(self._stopped_before_joining)
+            atexit.register(rank_watch.tell_stopped_before_joining, self)
 
     def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
@@ -151,11 +145,13 @@ class Distributed:
             fail(f"rank 0: port {where} is in use: give another MASTER_PORT (or --master-port)")
         # whatever the process group waits on (a store that never answers, a rank that stopped
         # before joining), it waits no longer
-        watchdog = threading.Timer(TIMEOUT_S, self._say_and_exit, args=(self._late(where),))
+        watchdog = threading.Timer(
+            TIMEOUT_S, say_and_exit, args=(self.rank, late(self.world_size, where))
+        )
         watchdog.daemon = True
         watchdog.start()
         joining = threading.Event()
-        threading.Thread(target=self._watch_joining, args=(joining,), daemon=True).start()
+        threading.Thread(target=watch_joining, args=(self.rank, joining), daemon=True).start()
         timeout = datetime.timedelta(seconds=TIMEOUT_S)
         try:
             torch_dist.init_process_group(
@@ -200,61 +196,6 @@ class Distributed:
         say(f"error: {message}")
         os._exit(code)
 
-    def _client_store(self, timeout_s: float):
-        """A connection to the store the ranks meet at (torchrun's agent's, or rank 0's)."""
-        import torch.distributed as torch_dist
-
-        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        timeout = datetime.timedelta(seconds=timeout_s)
-        return torch_dist.TCPStore(addr, port, is_master=False, timeout=timeout)
-
-    def _late(self, where: str) -> str:
-        return (
-            f"the {self.world_size} ranks did not all join at {where} within {TIMEOUT_S:.0f} s "
-            "(CLEANRL_DIST_TIMEOUT_S)"
-        )
-
-    def _watch_joining(self, joined: threading.Event) -> None:
-        """While this rank joins: a rank that stopped before joining (bad input on that rank
-        alone, a checkpoint it cannot read) stops this one at once. (A store that never answers
-        holds this thread, not the watchdog of `TIMEOUT_S`.)"""
-        store = None
-        while not joined.wait(0.5):
-            try:
-                store = store or self._client_store(1.0)
-                if store.check([STOPPED_KEY]) and not joined.is_set():
-                    stopped = store.get(STOPPED_KEY).decode()
-                    self._say_and_exit(f"rank {stopped} stopped before joining (it says why)")
-            except (RuntimeError, ValueError, OSError):  # (no store yet)
-                store = None
-
-    def _say_and_exit(self, why: str) -> None:
-        say(f"error: rank {self.rank}: {why}")
-        os._exit(USAGE_ERROR)
-
-    def _stopped_before_joining(self) -> None:
-        """At the exit of a rank that never joined the others: it says so in the store, so that
-        they stop at once instead of waiting for it (`_watch_joining`). torchrun's agent always
-        holds the store; without torchrun, rank 0 holds it once it is joining: a short wait."""
-        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        if self.joined or not (agent or self.rank != 0):  # (rank 0 would host it: nobody does)
-            return
-        # this rank's exit code is its own: torchrun's SIGTERM, once another node's agent has
-        # gone, would make it -15
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        wait_s = 1.0 if agent else 3.0  # (an agent's store is there from the start)
-
-        def tell() -> None:
-            try:
-                self._client_store(wait_s).set(STOPPED_KEY, str(self.rank))
-            except (RuntimeError, ValueError, OSError, KeyError):
-                pass
-
-        # (in a thread: the exit waits no longer, whatever listens on the port and answers or not)
-        teller = threading.Thread(target=tell, daemon=True)
-        teller.start()
-        teller.join(wait_s + 1.0)
-
     def close(self, wait: bool = True) -> None:
         """Leaves the group; with `wait` (a rank in step with the others), only once every rank
         is closing (in the store, up to `TIMEOUT_S`): one that left at once could reset the
@@ -263,68 +204,19 @@ class Distributed:
             return
         import torch.distributed as torch_dist
 
-        try:
-            self.store.set(f"cleanrl/closing/{self.rank}", "1")
-            if wait:
-                keys = [f"cleanrl/closing/{r}" for r in range(self.world_size)]
-                self.store.wait(keys, datetime.timedelta(seconds=TIMEOUT_S))
-        except RuntimeError:  # (the store went with rank 0: leave anyway)
-            pass
+        rank_watch.wait_closing(self, wait)
         torch_dist.destroy_process_group()
         self.group = None
 
     # -- the collectives --------------------------------------------------------------------
 
     def _collective(self, op, *args, **kwargs):
-        """`op(*args)`, or one line naming the lost rank(s) and `LOST_RANK_EXIT` when a rank is
-        gone."""
+        """`op(*args)`, or one line naming the lost rank(s) and `rank_watch.LOST_RANK_EXIT` when
+        a rank is gone."""
         try:
             return op(*args, **kwargs)
         except RuntimeError as exc:
-            self._lost(exc)
-
-    def _lost(self, exc) -> None:
-        """The ranks left say so in the store (torchrun's agent keeps it; without torchrun,
-        rank 0 does); the ranks that do not within `ALIVE_WAIT_S` are lost."""
-        lost: list[int] | None = None
-        try:
-            self.store.set(f"cleanrl/alive/{self.rank}", "1")
-            deadline = time.time() + ALIVE_WAIT_S
-            while True:
-                lost = [
-                    r
-                    for r in range(self.world_size)
-                    if not self.store.check([f"cleanrl/alive/{r}"])
-                ]
-                if not lost or time.time() > deadline:
-                    break
-                time.sleep(0.1)
-        except RuntimeError:  # the store went with rank 0
-            lost = [0]
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        names = ", ".join(map(str, lost or [])) or "unknown"
-        say(
-            f"error: rank {self.rank}: lost rank {names} of {self.world_size} ({first}); "
-            f"{self._after_loss(lost or [], names)}"
-        )
-        os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
-
-    def _after_loss(self, lost: list[int], names: str) -> str:
-        """What becomes of the run after the loss of the ranks `lost`: the lowest rank left
-        records the stop in config.json (the report then calls the run stopped, not still
-        running; rank 0 first flushes what TensorBoard holds); the way on is its resume command
-        when it has a checkpoint, a new start when it has none."""
-        run = self.run
-        if run is None or getattr(run, "writer", None) is None:
-            return "the run had not started: start it again"
-        if self.is_main:
-            run.writer.flush()  # (what the iteration under way logged, for the report to read)
-        if self.rank == min(set(range(self.world_size)) - set(lost), default=self.rank):
-            logged = run.global_step + getattr(run.args, "batch_size", 0)
-            mark_stopped(run.dir / "config.json", f"the loss of rank {names}", logged)
-        if run.checkpoints.newest is None:
-            return "no checkpoint was written yet: the run must start again"
-        return f"continue from its newest checkpoint with: {run.resume_command()}"
+            rank_watch.exit_lost(self, exc)
 
     def sum(self, tensor):
         """`tensor` summed over the ranks (a new tensor on every rank)."""

@@ -250,7 +250,7 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 FLOORS = {
     "base": [
         "output", "exits", "extras", "entry", "checks", "folders", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "pool", "distributed", "ranks", "jax_distributed",
+        "scripts", "compile", "atari_wrappers", "pool", "distributed", "rank_watch", "ranks", "jax_distributed",
         "torchrun", "hub_auth", "sweeps", "protocols", "machine",
     ],
     "lifecycle": ["run"],
