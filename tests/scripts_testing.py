@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import preload_testing
 from logs_testing import read_scalars
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,21 +50,24 @@ def start_script(
     script: str | os.PathLike = PPO_ATARI_ENVPOOL,
     module: str | None = None,
     env: dict[str, str] | None = None,
+    fresh: bool = False,
 ) -> subprocess.Popen:
     """Start `python SCRIPT ARGS` (or `python -m MODULE ARGS`) in `cwd`; `finish_script` waits
     for it. For runs that go on while other tests run. Output goes to temporary files, not
-    pipes, so a chatty process never blocks on a full pipe while nobody reads it."""
+    pipes, so a chatty process never blocks on a full pipe while nobody reads it. The process
+    is a fork of a preloaded interpreter where it can be (tests/preload_testing.py); `fresh`: a
+    new interpreter, for a test of what happens while the script imports its libraries."""
     target = ["-m", module] if module is not None else [str(script)]
+    command = [sys.executable, *target, *map(str, args)]
+    env = script_env(cwd) if env is None else env
     stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(
-        [sys.executable, *target, *map(str, args)],
-        cwd=cwd,
-        env=script_env(cwd) if env is None else env,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        text=True,
-    )
+    server_env = script_env(tempfile.gettempdir())
+    if not fresh and preload_testing.ENABLED and preload_testing.preloadable(env, server_env):
+        proc = preload_testing.start(command, cwd, env, stdout, stderr, server_env)
+    else:
+        proc = subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
     proc.output_files = (stdout, stderr)
     return proc
 

@@ -486,7 +486,7 @@ def test_a_stop_during_start_up_ends_the_run_in_one_line_with_75_or_130(tmp_path
     for signum in STARTUP_STOPS:
         cwd = tmp_path / signal.Signals(signum).name
         cwd.mkdir()
-        procs[signum] = start_script(tiny_args(name), cwd, script=script_path(name))
+        procs[signum] = start_script(tiny_args(name), cwd, script=script_path(name), fresh=True)
     started = time.time()
     for signum, when in sorted(STARTUP_STOPS.items(), key=lambda item: str(item[1])):
         if when == "first line":

@@ -1,0 +1,132 @@
+"""A script started from the preloaded interpreter (tests/preload_testing.py) sees what a new
+interpreter gives it: the same argv, `__main__`, path, folder, environment, streams, signal
+handlers and exit; each case runs both ways and compares."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+import preload_testing
+import pytest
+from scripts_testing import PPO_ATARI_ENVPOOL, finish_script, script_env, start_script
+
+SHOW = """\
+import json, os, signal, sys
+what = {
+    "argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0],
+    "cwd": os.getcwd(), "variable": os.environ.get("PRELOAD_TEST"), "stdin": sys.stdin.read(),
+    "handlers": [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)],
+    "main": sorted(k for k in vars(sys.modules["__main__"]) if not k.startswith("__")),
+}
+print(json.dumps(what))
+print("to stderr", file=sys.stderr)
+how = sys.argv[1]
+if how == "exit":
+    sys.exit(3)
+if how == "raise":
+    raise ValueError("raised")
+if how == "interrupt":
+    raise KeyboardInterrupt
+if how == "wait":
+    import time
+    time.sleep(60)
+"""
+
+
+def both_ways(monkeypatch, start):
+    """What `start()` gives from a new interpreter, then from the preloaded one."""
+    results = []
+    for enabled in (False, True):
+        monkeypatch.setattr(preload_testing, "ENABLED", enabled)
+        proc = start()
+        assert isinstance(proc, preload_testing.PreloadedProcess) == enabled
+        results.append(proc)
+    return results
+
+
+@pytest.mark.parametrize(
+    ("how", "code"), [("end", 0), ("exit", 3), ("raise", 1), ("interrupt", -signal.SIGINT)]
+)
+def test_a_script_sees_a_new_interpreter(monkeypatch, tmp_path, how, code):
+    script = tmp_path / "show.py"
+    script.write_text(SHOW + "what.pop('main')\n")
+    env = script_env(tmp_path, PRELOAD_TEST="set")
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(
+            monkeypatch, lambda: start_script([how], tmp_path, script=script, env=env)
+        )
+    )
+    assert fresh.returncode == preloaded.returncode == code, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout
+    shown = json.loads(fresh.stdout.splitlines()[0])
+    assert shown["argv"] == [str(script), how] and shown["name"] == "__main__"
+    assert shown["cwd"] == str(tmp_path) and shown["variable"] == "set"
+    assert shown["handlers"][0] == str(signal.default_int_handler)
+    assert fresh.stderr.startswith("to stderr") and preloaded.stderr.startswith("to stderr")
+    if how == "raise":
+        assert fresh.stderr.splitlines()[-1] == preloaded.stderr.splitlines()[-1]
+        assert preloaded.stderr.splitlines()[-1] == "ValueError: raised"
+
+
+def test_a_module_sees_a_new_interpreter(monkeypatch, tmp_path):
+    (tmp_path / "shown.py").write_text(SHOW)
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(monkeypatch, lambda: start_script(["end"], tmp_path, module="shown"))
+    )
+    assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout
+    shown = json.loads(fresh.stdout)
+    assert shown["argv"] == [str(tmp_path / "shown.py"), "end"]
+    # (its own names only, none of the server's)
+    assert shown["path0"] == str(tmp_path) and shown["main"] == ["json", "os", "signal", "sys"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+def test_signals_reach_the_script(monkeypatch, tmp_path, signum):
+    script = tmp_path / "show.py"
+    script.write_text(SHOW)
+    for proc in both_ways(monkeypatch, lambda: start_script(["wait"], tmp_path, script=script)):
+        deadline = time.monotonic() + 30
+        while not _printed(proc):  # (its handlers are set)
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        result = finish_script(proc, timeout=30)
+        # (an uncaught KeyboardInterrupt ends the interpreter by SIGINT)
+        assert result.returncode == -signum, result
+        if signum == signal.SIGINT:
+            assert result.stderr.splitlines()[-1] == "KeyboardInterrupt"
+
+
+def _printed(proc) -> bool:
+    stdout = proc.output_files[0]
+    stdout.seek(0)
+    return bool(stdout.read())
+
+
+def test_a_variable_read_at_import_gets_a_new_interpreter(monkeypatch, tmp_path):
+    monkeypatch.setattr(preload_testing, "ENABLED", True)
+    proc = start_script(["--help"], tmp_path, env=script_env(tmp_path, TORCH_LOGS="dynamo"))
+    assert not isinstance(proc, preload_testing.PreloadedProcess)
+    assert finish_script(proc).returncode == 0
+
+
+@pytest.mark.slow
+def test_the_script_says_the_same_both_ways(monkeypatch, tmp_path):
+    """Its help, and a bad input's one line and exit code."""
+    for args in (["--help"], ["--total-timesteps", "-5"]):
+        fresh, preloaded = (
+            finish_script(proc)
+            for proc in both_ways(monkeypatch, lambda args=args: start_script(args, tmp_path))
+        )
+        assert (fresh.returncode, fresh.stdout, fresh.stderr) == (
+            preloaded.returncode,
+            preloaded.stdout,
+            preloaded.stderr,
+        )
+    assert str(PPO_ATARI_ENVPOOL) in preloaded.args and sys.executable in preloaded.args
