@@ -228,6 +228,45 @@ def slurm_task() -> dict | None:
     return task or None
 
 
+# Free arguments that say what the run does besides learning: a resume that does not give them
+# carries the checkpoint's on (the resume command a stopped run prints names only the folder)
+CARRIED_ARGS = {
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "capture_video",
+    "save_model",
+    "eval_episodes",
+    "checkpoint_every",
+    "upload_model",
+    "hf_entity",
+}
+# Arguments that may change between a run and its resumption: they do not change what is learned.
+FREE_ARGS = CARRIED_ARGS | {
+    "resume",
+    "cuda",
+    "compile",
+    "cudagraphs",
+    "async_envs",
+    "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
+    "device_ids",
+}
+# Arguments derived from the others once they are reconciled with the checkpoint.
+DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
+# What names a run rather than its experiment: its folder holds them (`RunName`).
+IDENTITY_ARGS = {"exp_name", "env_id", "seed"}
+
+
+def experiment_args(args: dict) -> dict:
+    """The arguments of a run (config.json's `args`) that define its experiment: every one but
+    the seed, the env id, the exp name, the protocol's settings (a run's `protocol` record tells
+    those apart), the free arguments (what a resume may change: tracking, video, saving,
+    upload, checkpoint cadence, devices...) and those derived from the others. Two runs of one
+    exp name whose experiment arguments differ are two variants, never two seeds of one."""
+    left_out = FREE_ARGS | DERIVED_ARGS | IDENTITY_ARGS | {"protocol", *protocols.SETTINGS}
+    return {key: value for key, value in args.items() if key not in left_out}
+
+
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
     typed (and where), the code version, the machine and the package versions, the SLURM task,

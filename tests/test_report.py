@@ -378,7 +378,7 @@ def test_bad_runs_become_notes_and_the_good_ones_are_still_reported(tmp_path):
         os.utime(file, (time.time() - 7200, time.time() - 7200))
     # mixed step counts in one cell
     make_run(root, "ppo_atari_envpool", "Qbert-v5", 1, [300.0], total_steps=10240)
-    make_run(root, "ppo_atari_envpool", "Qbert-v5", 2, [500.0], total_steps=20480)
+    make_run(root, "ppo_atari_envpool", "Qbert-v5", 2, [500.0], total_steps=20480, budget=10240)
     # no config.json, but a run-style name; and a folder with neither
     make_run(root, "ppo_atari_envpool", "Alien-v5", 1, [250.0], config=False)
     (root / "not_a_run").mkdir()
@@ -407,7 +407,13 @@ def test_bad_runs_become_notes_and_the_good_ones_are_still_reported(tmp_path):
     assert ["Breakout-v5", "5.00 ± 1.00"] in rows  # the corrupt seed 3 is left out
     assert ["Pong-v5", "-20.00 ± 0.00 (n=1)"] in rows  # the cut file's games; seed 2 has none
     assert ["Qbert-v5", "400.00 ± 100.00"] in rows
-    assert ["Alien-v5", "250.00 ± 0.00 (n=1)"] in rows
+    # its arguments unknown, it is no seed of the others: a variant of its own, in its own table
+    assert ["Alien-v5", "250.00 ± 0.00"] in rows
+    assert (
+        "`ppo_atari_envpool`: its runs were made with different arguments, so they are 2 "
+        "variants, each reported on its own and never as seeds of one: `ppo_atari_envpool` (6 "
+        "runs), `ppo_atari_envpool (arguments not recorded)` (1 run)"
+    ) in notes
     assert not any(row[0] == "Seaquest-v5" for row in rows)
     statuses = {row["run"]: row["status"] for row in csv.DictReader((out / "runs.csv").open())}
     assert statuses["Seaquest-v5__ppo_atari_envpool__1__1700000000"] == "running"
@@ -433,10 +439,10 @@ def test_a_seed_run_twice_counts_once_the_newest_run(tmp_path):
     assert ["Breakout-v5", "15.00 ± 5.00"] in table_rows((out / "returns.md").read_text())
     notes = (out / "notes.md").read_text()
     assert (
-        f"ppo_atari_envpool on Breakout-v5: 2 runs with seed 1, counted once: the newest, "
-        f"`{newer.name}` (`{newer}`); left out: `{older}`"
+        f"ppo_atari_envpool on Breakout-v5: 2 runs with seed 1 and the same arguments, counted "
+        f"once: the newest finished run, `{newer.name}` (`{newer}`); left out: `{older}`"
     ) in notes
-    assert "2 runs with seed 2, counted once" in notes
+    assert "2 runs with seed 2 and the same arguments, counted once" in notes
     page = (out / "report.md").read_text()
     assert "**Runs**: 2 reported of 4 found" in page and "1 seed per cell" not in page
     assert len(list(csv.DictReader((out / "runs.csv").open()))) == 4  # every run still listed
@@ -1106,7 +1112,10 @@ def test_the_selection_flags_report_one_sweep_and_nothing_else(tmp_path, capsys)
     err = expect_usage_error(
         ["--runs", str(root), "--output-dir", str(tmp_path / "no"), "--sweep", "s-3"], capsys
     )
-    assert err == f"error: no runs under `{root}` match `--sweep s-3` (of 4 found)\n"
+    assert err == (
+        "error: --sweep s-3: no run of that sweep; the sweeps found: s-1 (ppo_atari_envpool; "
+        "2023-11-14; 2 runs); s-2 (ppo_atari_envpool; 2023-11-14; 1 run)\n"
+    )
     err = expect_usage_error(
         ["--runs", str(root), "--output-dir", str(tmp_path / "no"), "--since", "2023-13-01"], capsys
     )

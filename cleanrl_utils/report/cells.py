@@ -61,20 +61,22 @@ def start_time(run: RunLog) -> tuple[float, str]:
 
 
 def newest_of_each_seed(runs: list[RunLog]) -> tuple[list[RunLog], list[str]]:
-    """`runs` with each script, env id and seed once, its newest run kept (a seed run again is
-    still one seed), and a note for each seed that had several."""
+    """`runs` with each script (a variant: its experiment arguments are equal), env id and seed
+    once, a seed run again still one seed: its finished run kept, the newest of several (a
+    stopped rerun never replaces a finished run); a note for each seed that had several."""
     by_seed: dict[tuple, list[RunLog]] = defaultdict(list)
     for run in runs:
         by_seed[run.script, run.env_id, run.seed].append(run)
     kept, notes = [], []
     for (script, env_id, seed), repeated in by_seed.items():
-        newest = max(repeated, key=start_time)
+        newest = max(repeated, key=lambda run: (run.finished, start_time(run)))
         kept.append(newest)
         if len(repeated) > 1:
             older = sorted((r for r in repeated if r is not newest), key=start_time)
             notes.append(
-                f"{script} on {env_id}: {len(repeated)} runs with seed {seed}, counted once: "
-                f"the newest, `{newest.name}` (`{newest.where}`); left out: "
+                f"{script} on {env_id}: {len(repeated)} runs with seed {seed} and the same "
+                f"arguments, counted once: the newest {'finished ' if newest.finished else ''}run, "
+                f"`{newest.name}` (`{newest.where}`); left out: "
                 + ", ".join(f"`{r.where}`" for r in older)
             )
     kept_ids = {id(run) for run in kept}

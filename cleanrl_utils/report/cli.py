@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -45,7 +47,8 @@ from cleanrl_utils.report.sections import (
     summary,
     windows_section,
 )
-from cleanrl_utils.report.selection import Selection, parse_day
+from cleanrl_utils.report.selection import Selection, parse_day, unmatched
+from cleanrl_utils.report.variants import apply_labels, experiment_key, name_variants, parse_labels
 
 
 @dataclass
@@ -102,10 +105,37 @@ def parse_args(argv: list[str] | None) -> Command:
         fail(f"--confidence must be between 0 and 1, got {args.confidence}")
     if args.curve_min_games < 1:
         fail(f"--curve-min-games must be at least 1, got {args.curve_min_games}")
+    if unknown := sorted(set(figure_formats(args)) - set(FIGURE_FORMATS)):
+        fail(
+            f"--figure-format {args.figure_format}: unknown format {', '.join(unknown)} "
+            f"(known: {', '.join(FIGURE_FORMATS)})"
+        )
+    for flag, values in (
+        ("--sweep", args.sweep),
+        ("--exp-name", args.exp_name),
+        ("--env-id", args.env_id),
+    ):
+        if given_empty(flag, argv, values):
+            fail(f"{flag} needs a value (given with none, it would select nothing)")
     if args.since is not None and parse_day(args.since) is None:
         fail(f"--since: `{args.since}` is not a day (YYYY-MM-DD)")
     check_output_folder(args.output_dir, "--output-dir")  # (exit code 74)
     return args
+
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def figure_formats(args: Args) -> list[str]:
+    """`--figure-format png,pdf` as ["png", "pdf"], each once, in the order given."""
+    return list(dict.fromkeys(f.strip().lower() for f in args.figure_format.split(",")))
+
+
+def given_empty(flag: str, argv: list[str] | None, values: tuple) -> bool:
+    """Whether a flag that takes values was given with none (`--exp-name` at the end of a
+    command): tyro reads it as not given, which would select every run."""
+    argv = sys.argv[1:] if argv is None else argv
+    return not values and any(a == flag or a == flag.replace("-", "_") for a in argv)
 
 
 def read_report(args: Command) -> Benchmark:
@@ -119,11 +149,24 @@ def read_report(args: Command) -> Benchmark:
     selection = Selection.of(args)
     runs = load_runs(dirs, args.running_minutes, time.time(), selection)
     if selection is not None:
+        if problem := unmatched(selection, runs):
+            fail(problem)
         kept = [run for run in runs if run.status != "unselected"]
         if not kept:
             fail(f"no runs under {folders} match `{selection.flags()}` (of {len(runs)} found)")
         notes.append(f"`{selection.flags()}` selected {len(kept)} of the {len(runs)} runs found")
         runs = kept
+    notes += name_variants(runs, args.include_unfinished)
+    labels = parse_labels(args.label, runs)
+    if isinstance(labels, str):
+        fail(labels)
+    apply_labels(runs, labels)
+    columns: dict[str, set] = defaultdict(set)
+    for run in runs:
+        if run.script is not None:
+            columns[run.script].add((run.exp_name, json.dumps(experiment_key(run), default=str)))
+    if clash := next((name for name, of in columns.items() if len(of) > 1), None):
+        fail(f"--label: two different experiments would both be named `{clash}`")
     return Benchmark(args, runs, notes)
 
 

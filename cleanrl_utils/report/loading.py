@@ -38,7 +38,8 @@ class RunLog:
 
     path: Path
     name: str
-    script: str | None = None
+    script: str | None = None  # its column: the exp name, or the variant (`variants.py`)
+    exp_name: str | None = None  # the exp name it was given
     env_id: str | None = None
     seed: int | None = None
     config: dict | None = None
@@ -162,7 +163,7 @@ def load_run(
         run.name = str(run.config["run_name"])
     named = RunName.parse(run.name) or RunName.parse(shown(path.name))
     script = args.get("exp_name") or (named.exp_name if named else None)
-    run.script = None if script is None else str(script)
+    run.script = run.exp_name = None if script is None else str(script)
     env_id = args.get("env_id") or (named.env_id if named else None)
     run.env_id = None if env_id is None else str(env_id)
     seed = args.get("seed", named.seed if named else None)

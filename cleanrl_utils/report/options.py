@@ -13,8 +13,8 @@ DEFAULT_RUNS = ("runs",)  # the folder read when none is named
 class Args:
     runs: tuple[str, ...] = ()
     """run folders, or folders searched (recursively) for run folders: any folder that holds a TensorBoard event file or a `config.json`; also taken without `--runs` (`python -m cleanrl_utils.report runs/`); none named: `runs`"""
-    sweep: str | None = None
-    """report only the runs of this sweep: the id the launcher or the tuner records in each run's `config.json` (`"sweep"`) and prints, in the report command for exactly its runs, when it ends"""
+    sweep: tuple[str, ...] = ()
+    """report only the runs of these sweeps (`--sweep A B`): the id the launcher or the tuner records in each run's `config.json` (`"sweep"`) and prints, in the report command for exactly its runs, when it ends"""
     exp_name: tuple[str, ...] = ()
     """report only the runs of these exp names (`--exp-name ppo_atari_envpool my_variant`)"""
     env_id: tuple[str, ...] = ()
@@ -23,6 +23,10 @@ class Args:
     """report only the runs started on or after this day, `YYYY-MM-DD` (UTC; the start time in the run's name, else in its `config.json`)"""
     output_dir: str = "report"
     """where the markdown files, the PNGs and `runs.csv` are written (created if needed)"""
+    label: tuple[str, ...] = ()
+    """`NAME=TEXT` (repeatable: `--label ppo_atari_envpool=PPO --label my_exp=Ours`): the name of an exp name or of a variant (`ppo_atari_envpool (learning_rate=0.001)=PPO, high lr`) in every table, figure, paragraph and LaTeX table"""
+    figure_format: str = "png"
+    """the formats of every figure, comma-separated: any of `png`, `pdf`, `svg` (`--figure-format png,pdf,svg`); the markdown shows the first"""
     title: str = "Benchmark report"
     """the heading of `report.md`"""
     hardware: str = ""

@@ -30,36 +30,19 @@ from cleanrl_utils.checkpoint import (
 )
 from cleanrl_utils.checks import value_problem
 from cleanrl_utils.exits import RunError
-from cleanrl_utils.folders import find_runs, name_problem, read_record, slurm_task
+from cleanrl_utils.folders import (
+    CARRIED_ARGS,
+    DERIVED_ARGS,
+    FREE_ARGS,
+    find_runs,
+    name_problem,
+    read_record,
+    slurm_task,
+)
 from cleanrl_utils.run.checkpointer import REWOUND_NAME
 from cleanrl_utils.run.folder import lock_holder
 from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
 
-# Free arguments that say what the run does besides learning: a resume that does not give them
-# carries the checkpoint's on (the resume command a stopped run prints names only the folder)
-CARRIED_ARGS = {
-    "track",
-    "wandb_project_name",
-    "wandb_entity",
-    "capture_video",
-    "save_model",
-    "eval_episodes",
-    "checkpoint_every",
-    "upload_model",
-    "hf_entity",
-}
-# Arguments that may change between a run and its resumption: they do not change what is learned.
-FREE_ARGS = CARRIED_ARGS | {
-    "resume",
-    "cuda",
-    "compile",
-    "cudagraphs",
-    "async_envs",
-    "backend",  # (the multi-process scripts: how the processes talk, and on which GPUs)
-    "device_ids",
-}
-# Arguments derived from the others once they are reconciled with the checkpoint.
-DERIVED_ARGS = {"batch_size", "minibatch_size", "num_iterations"}
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
 # how long a run of a sweep waits for the process still writing its run folder to stop
