@@ -132,7 +132,11 @@ def test_runtimes_and_sps_are_means_over_seeds(synthetic):
 
 def test_clean_runs_give_no_notes_and_a_csv_row_per_run(synthetic):
     root, out, _ = synthetic
-    assert (out / "notes.md").read_text() == "None: every run read cleanly.\n"
+    assert (out / "notes.md").read_text() == (  # (the only note: the aggregate skipped)
+        "- protocol `published`: no human-normalised aggregate (IQM, median, mean, optimality "
+        "gap, profiles, probability of improvement): fewer than `--aggregate-min-games` 5 games "
+        "with random and human scores that every script ran (aggregate.md says which)\n"
+    )
     with (out / "runs.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(list(root.iterdir())) == 7
@@ -164,7 +168,7 @@ def test_learning_curves_are_images_with_one_panel_per_env(synthetic):
     # for a paper: a page's width (7 inches) at 200 dpi; 3.5 inches a panel in 3 columns
     assert report.plot_size(1) == (1400, round((7 * 0.7 + 0.5) * 200)) == (1400, 1080)
     assert report.plot_size(2) == (1400, 590)  # 2 panels of 3.5 x 2.45 inches side by side
-    assert report.plot_size(3) == (2100, 590)
+    assert report.plot_size(3) == (1400, 1080)  # never wider than a page: two rows
 
 
 def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synthetic, tmp_path):
@@ -184,7 +188,7 @@ def test_plot_has_a_panel_per_env_in_order_and_curves_end_at_the_table_cell(synt
     x, mean, std = report.curve(cell_runs, args.last_n, args.curve_points, wall_clock=False)
     assert mean[-1] == pytest.approx(15.0) and std[-1] == pytest.approx(5.0)
     assert x[-1] == 10240  # both seeds run to their last step
-    assert report.panel_grid(5) == (2, 3) and report.panel_grid(57) == (8, 8)
+    assert report.panel_grid(5) == (3, 2) and report.panel_grid(57) == (15, 4)
 
 
 def test_per_script_pages(synthetic):
@@ -597,7 +601,11 @@ def test_report_on_real_short_runs(tmp_path):
     assert [row["steps"] for row in rows] == ["512", "512"]
     assert all(float(row["runtime_minutes"]) > 0 and float(row["sps"]) > 0 for row in rows)
     assert "Step budgets differ" in (out / "comparison.md").read_text()
-    assert (out / "notes.md").read_text() == "None: every run read cleanly.\n"
+    assert (out / "notes.md").read_text() == (  # (the only note: the aggregate skipped)
+        "- protocol `published`: no human-normalised aggregate (IQM, median, mean, optimality "
+        "gap, profiles, probability of improvement): fewer than `--aggregate-min-games` 5 games "
+        "with random and human scores that every script ran (aggregate.md says which)\n"
+    )
     import matplotlib.image
 
     image = matplotlib.image.imread(out / "curves_ppo_atari_envpool.png")
@@ -1045,9 +1053,10 @@ def test_learning_curves_say_what_their_band_is_and_mark_few_games_and_differing
     breakout, pong = fig.axes[:2]
     assert [line.get_linestyle() for line in breakout.get_lines()] == ["--"]
     assert [line.get_linestyle() for line in pong.get_lines()] == ["-"]
-    assert [t.get_text() for t in breakout.texts] == [
-        "\n".join(panel_marks(rep, script, "Breakout-v5"))
-    ]
+    # what a panel says goes under its title, never in a box over the curves
+    assert len(breakout.texts) == 0 and breakout.get_title() == "\n".join(
+        ["Breakout-v5", *panel_marks(rep, script, "Breakout-v5")]
+    )
     assert fig.legends[0].get_title().get_text() == "Learning curves, protocol: published"
     caption = fig._supxlabel.get_text()
     assert (

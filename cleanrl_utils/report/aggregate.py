@@ -40,6 +40,9 @@ class Aggregate:
     improvement: dict[tuple[str, str], Interval] = field(default_factory=dict)
     confidence: float = 0.95
     samples: int = 0
+    colors: dict[str, str] = field(default_factory=dict)  # script -> its colour (`style.py`)
+    score: str = ""  # what a run's score is (`style.score_text`)
+    min_games: str = ""  # a `--aggregate-min-games` below the default, said where it is used
 
     def runs(self, script: str) -> int:
         return sum(len(game) for game in self.scores[script])
@@ -112,6 +115,7 @@ def compute(report: Report) -> tuple[Aggregate | None, list[str]]:
             )
     agg = Aggregate(report.protocol, enough, games, scores)
     agg.confidence, agg.samples = args.confidence, args.bootstrap_samples
+    agg.colors, agg.score, agg.min_games = report.colors, report.score, min_games_text(args)
     boot = (args.bootstrap_samples, args.confidence, args.bootstrap_seed)
     highest = max(max(float(g.max()) for g in scores[s]) for s in enough)
     top = max(1.0, highest * 1.05)
@@ -134,18 +138,33 @@ def compute(report: Report) -> tuple[Aggregate | None, list[str]]:
     return agg, lines
 
 
+DEFAULT_MIN_GAMES = 5  # `--aggregate-min-games`'s default
+
+
+def min_games_text(args) -> str:
+    """What a `--aggregate-min-games` below the default changes, for the tables and captions
+    that rest on it; empty at the default or above."""
+    if args.aggregate_min_games >= DEFAULT_MIN_GAMES:
+        return ""
+    return (
+        f"`--aggregate-min-games {args.aggregate_min_games}`, below the default "
+        f"{DEFAULT_MIN_GAMES}: aggregates over so few games say little about a suite"
+    )
+
+
 def interval_text(value: Interval) -> str:
     point, low, high = value
     return f"{point:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def explanation(args) -> str:
-    """What the aggregates are, once at the top of `aggregate.md`."""
+def explanation(args, score: str) -> str:
+    """What the aggregates are, once at the top of `aggregate.md`; `score`, what a run's score
+    is (`style.score_text`)."""
     level = f"{100 * args.confidence:g}%"
     return (
         "Human-normalised score of a run: (return - random) / (human - random), with the random "
         "and human scores of `cleanrl_utils/data/atari_human_random_scores.csv`; a run's return "
-        f"is its final return (the mean of its last {args.last_n} games). As rliable (Agarwal "
+        f"is its final return ({score}). As rliable (Agarwal "
         "et al. 2021), over the games that every script of a protocol ran: **median** and "
         "**mean** over games of each game's mean over seeds; **IQM**, the mean of the middle "
         "50% of all runs' scores; **optimality gap**, how far the runs fall short of human "
@@ -167,6 +186,8 @@ def aggregate_markdown(agg: Aggregate | None, lines: list[str], images: dict[str
     if agg is not None:
         games = ", ".join(agg.games)
         text += f"Over {plural(len(agg.games), 'game')}: {games}.\n\n"
+        if agg.min_games:
+            text += f"**{agg.min_games[0].upper()}{agg.min_games[1:]}.**\n\n"
         header = ["script", "games", "runs", "median", "IQM", "mean", "optimality gap"]
         rows = [
             [s, str(len(agg.games)), str(agg.runs(s))]

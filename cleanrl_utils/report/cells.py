@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from cleanrl_utils.folders import RunName
 from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.options import Args
+from cleanrl_utils.report.style import colors_of, score_text
 from cleanrl_utils.report.tables import fmt_steps, plural
 
 
@@ -108,6 +109,9 @@ class Report:
                 cell.finals.append(final)
         self.sets = script_sets(self.cells)
         self.scripts = sorted({s for s, _ in self.cells}, key=natural)
+        self.colors = colors_of(self.scripts)  # (a Benchmark gives every part the same ones)
+        # what a run's score is, with the number of games these runs really had
+        self.score = score_text(self.reported, args.last_n)
         self._check_cells(repeated)
 
     def cells_of(self, scripts: list[str], env_ids: list[str]) -> list[Cell]:
@@ -183,6 +187,12 @@ class Benchmark:
         self.found = {  # label -> what the label stands for, where it is not the name
             labels[key]: key for key in sorted(groups, key=protocol_order)
         }
+        # protocol -> (its aggregates or None, the lines on what was left out): `cli.read_report`
+        self.aggregates: dict[str, tuple] = {}
+        # one colour per method in every figure of every protocol
+        self.colors = colors_of(run.script for run in runs if run.script is not None)
+        for part in self.parts:
+            part.colors = self.colors
 
     def protocols_note(self) -> str:
         """Which protocols were found, and that they are never mixed."""

@@ -48,6 +48,7 @@ from cleanrl_utils.report.sections import (
     windows_section,
 )
 from cleanrl_utils.report.selection import Selection, parse_day, unmatched
+from cleanrl_utils.report.style import FIGURE_FORMATS, score_text
 from cleanrl_utils.report.variants import apply_labels, experiment_key, name_variants, parse_labels
 
 
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # (a full disk, a folder made read-only since the check)
             fail(f"--output-dir {out}: cannot write the report: {cause(exc)}", DISK_EXIT)
         print(fragments["returns.md"])
+        for protocol, (agg, _) in report.aggregates.items():
+            if agg is None:
+                print(skipped_aggregate(protocol, report.args))
         print("notes:")
         print(fragments["notes.md"])
         print(report.protocols_note())
@@ -123,9 +127,6 @@ def parse_args(argv: list[str] | None) -> Command:
     return args
 
 
-FIGURE_FORMATS = ("png", "pdf", "svg")
-
-
 def figure_formats(args: Args) -> list[str]:
     """`--figure-format png,pdf` as ["png", "pdf"], each once, in the order given."""
     return list(dict.fromkeys(f.strip().lower() for f in args.figure_format.split(",")))
@@ -167,7 +168,22 @@ def read_report(args: Command) -> Benchmark:
             columns[run.script].add((run.exp_name, json.dumps(experiment_key(run), default=str)))
     if clash := next((name for name, of in columns.items() if len(of) > 1), None):
         fail(f"--label: two different experiments would both be named `{clash}`")
-    return Benchmark(args, runs, notes)
+    bench = Benchmark(args, runs, notes)
+    bench.aggregates = {part.protocol: compute(part) for part in bench.parts if part.cells}
+    for protocol, (agg, _) in bench.aggregates.items():
+        if agg is None:  # said, not left to be noticed missing
+            bench.notes.append(skipped_aggregate(protocol, args))
+    return bench
+
+
+def skipped_aggregate(protocol: str, args: Args) -> str:
+    """The line that says a protocol has no aggregate, and why."""
+    return (
+        f"protocol `{protocol}`: no human-normalised aggregate (IQM, median, mean, optimality "
+        f"gap, profiles, probability of improvement): fewer than `--aggregate-min-games` "
+        f"{args.aggregate_min_games} games with random and human scores that every script ran "
+        "(aggregate.md says which)"
+    )
 
 
 def protocol_suffix(report: Report) -> str:
@@ -182,11 +198,13 @@ def write_report(bench: Benchmark) -> dict[str, str]:
     args = bench.args
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    formats = figure_formats(args)
     for kind in ("curves_", "estimates", "profiles", "improvement"):
-        for old in out.glob(f"{kind}*.png"):
-            old.unlink()
+        for fmt in FIGURE_FORMATS:
+            for old in out.glob(f"{kind}*.{fmt}"):
+                old.unlink()
     fragments: dict[str, str] = {}
-    last_n = f"the mean of its last {args.last_n} games (fewer when it has fewer)"
+    last_n = score_text(bench.reported, args.last_n)
     returns = (
         f"Episodic return (the real game score over all lives): mean ± std over seeds of each "
         f"run's final return, {last_n}. (n=k): a cell with fewer seeds than the others.\n\n"
@@ -219,9 +237,9 @@ def write_report(bench: Benchmark) -> dict[str, str]:
         returns += heading + returns_table(report, scripts, env_ids) + "\n"
         runtimes += heading + runtimes_table(report, scripts, env_ids) + "\n"
         sps += heading + sps_table(report, scripts, env_ids) + "\n"
-        images = [(f"curves_{slug}.png", False)]
+        images = [(f"curves_{slug}.{formats[0]}", False)]
         if args.wall_clock:
-            images.append((f"curves_{slug}_wallclock.png", True))
+            images.append((f"curves_{slug}_wallclock.{formats[0]}", True))
         curves += heading
         no_game = [
             f"{env_id} ({', '.join(missing)})"
@@ -234,7 +252,7 @@ def write_report(bench: Benchmark) -> dict[str, str]:
             if not have_matplotlib:
                 continue
             try:
-                plot_set(report, scripts, env_ids, out / name, wall)
+                plot_set(report, scripts, env_ids, out / name, wall, formats)
             except Exception as exc:  # a plot must never take the tables down with it
                 bench.notes.append(f"plot `{name}` failed: {type(exc).__name__}: {exc}")
                 continue
@@ -248,8 +266,8 @@ def write_report(bench: Benchmark) -> dict[str, str]:
                 "\nMinutes per run and steps per second, mean over seeds:\n\n",
                 speed_table(report, script, envs),
             ]
-            if f"curves_{slug}.png" in plotted:
-                per_script[script].append(f"\n![learning curves](curves_{slug}.png)\n")
+            if f"curves_{slug}.{formats[0]}" in plotted:
+                per_script[script].append(f"\n![learning curves](curves_{slug}.{formats[0]})\n")
     if not bench.cells:
         empty = "No finished runs to report (see the notes).\n"
         returns += empty
@@ -259,12 +277,14 @@ def write_report(bench: Benchmark) -> dict[str, str]:
     fragments["returns.md"] = returns
     fragments["runtimes.md"] = runtimes + "\n" + sps
     fragments["curves.md"] = curves
-    aggregate = explanation(args)
+    if not bench.aggregates:
+        bench.aggregates = {part.protocol: compute(part) for part in bench.parts if part.cells}
+    aggregate = explanation(args, last_n)
     for report in (part for part in bench.parts if part.cells):
-        agg, lines = compute(report)
+        agg, lines = bench.aggregates[report.protocol]
         images = {}
         if agg is not None and have_matplotlib:
-            images = write_figures(agg, out, protocol_suffix(report), bench.notes)
+            images = write_figures(agg, out, protocol_suffix(report), bench.notes, formats)
         aggregate += f"### Protocol `{report.protocol}`\n\n"
         aggregate += aggregate_markdown(agg, lines, images) + "\n"
     fragments["aggregate.md"] = aggregate if bench.cells else "No runs.\n"

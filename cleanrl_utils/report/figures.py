@@ -12,6 +12,7 @@ from pathlib import Path
 from cleanrl_utils.report.aggregate import LOG_TAU_FROM, Aggregate
 from cleanrl_utils.report.estimates import METRICS
 from cleanrl_utils.report.plots import figure_legend
+from cleanrl_utils.report.style import save_figure
 from cleanrl_utils.report.tables import plural
 
 FIGURE_WIDTH = 7.0  # inches: a page's text
@@ -34,10 +35,12 @@ def caption(agg: Aggregate, what: str) -> str:
         f"{s}: {plural(agg.runs(s), 'run')} ({agg.seeds(s)} a game)" for s in agg.scripts
     )
     level = f"{100 * agg.confidence:g}%"
-    return (
-        f"{plural(len(agg.games), 'game')}, {runs}. {what} {level} stratified bootstrap "
-        f"intervals ({agg.samples} resamples of the seeds of each game)."
+    text = (
+        f"{plural(len(agg.games), 'game')}, {runs}. A run's score: {agg.score}, "
+        f"human-normalised. {what} {level} stratified bootstrap intervals ({agg.samples} "
+        "resamples of the seeds of each game)."
     )
+    return text + (f" {agg.min_games[0].upper()}{agg.min_games[1:]}." if agg.min_games else "")
 
 
 def _finish(fig, agg: Aggregate, title: str | None, what: str):
@@ -46,11 +49,6 @@ def _finish(fig, agg: Aggregate, title: str | None, what: str):
         fig.suptitle(title, fontsize=10)
     fig.supxlabel(caption(agg, what), fontsize=CAPTION_SIZE, wrap=True)
     return fig
-
-
-def _colors(agg: Aggregate) -> dict[str, tuple]:
-    cmap = _pyplot().get_cmap("tab10")
-    return {script: cmap(i % 10) for i, script in enumerate(agg.scripts)}
 
 
 def estimates_figure(agg: Aggregate):
@@ -62,7 +60,7 @@ def estimates_figure(agg: Aggregate):
     fig, axes = plt.subplots(
         1, len(METRICS), figsize=(FIGURE_WIDTH, height), dpi=PLOT_DPI, layout="constrained"
     )
-    colors = _colors(agg)
+    colors = agg.colors
     for ax, (metric, name) in zip(axes, METRICS.items()):
         for i, script in enumerate(agg.scripts):
             point, low, high = agg.estimates[script][metric]
@@ -94,7 +92,7 @@ def profiles_figure(agg: Aggregate):
     fig, axes = plt.subplots(
         1, 2, figsize=(FIGURE_WIDTH, 3.4), dpi=PLOT_DPI, layout="constrained", sharey=True
     )
-    colors = _colors(agg)
+    colors = agg.colors
     for ax, log in zip(axes, (False, True)):
         shown = agg.taus >= LOG_TAU_FROM if log else agg.taus >= 0
         for script in agg.scripts:
@@ -121,10 +119,9 @@ def improvement_figure(agg: Aggregate):
     pairs = list(itertools.combinations(agg.scripts, 2))
     height = 0.9 + 0.35 * len(pairs) + 0.6
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, height), dpi=PLOT_DPI, layout="constrained")
-    cmap = plt.get_cmap("tab10")
-    for i, pair in enumerate(pairs):
+    for i, pair in enumerate(pairs):  # a bar in the colour of its X
         point, low, high = agg.improvement[pair]
-        ax.barh(i, high - low, left=low, height=0.6, color=cmap(i % 10), alpha=0.75)
+        ax.barh(i, high - low, left=low, height=0.6, color=agg.colors[pair[0]], alpha=0.75)
         ax.vlines(point, i - 0.3, i + 0.3, color="k")
     ax.axvline(0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlim(0, 1)
@@ -144,21 +141,29 @@ def improvement_figure(agg: Aggregate):
     return _finish(fig, agg, title, "Bars: estimate (tick) and")
 
 
-def write_figures(agg: Aggregate, out: Path, suffix: str, notes: list[str]) -> dict[str, str]:
+def write_figures(
+    agg: Aggregate,
+    out: Path,
+    suffix: str,
+    notes: list[str],
+    formats: tuple[str, ...] | list[str] = ("png",),
+) -> dict[str, str]:
     """The figures of `agg` under `out` (`estimates{suffix}.png`, `profiles{suffix}.png`,
-    `improvement{suffix}.png` with two scripts or more); {kind: file name} of those written. A
-    figure that fails is a note: a figure never takes the tables down with it."""
+    `improvement{suffix}.png` with two scripts or more), each in every one of `formats`;
+    {kind: file name in the first format} of those written. A figure that fails is a note: a
+    figure never takes the tables down with it."""
     plots = {"estimates": estimates_figure, "profiles": profiles_figure}
     if len(agg.scripts) > 1:
         plots["improvement"] = improvement_figure
     written = {}
     for kind, figure in plots.items():
-        name = f"{kind}{suffix}.png"
+        name = f"{kind}{suffix}.{formats[0]}"
         try:
             fig = figure(agg)
-            out.mkdir(parents=True, exist_ok=True)
-            fig.savefig(out / name, dpi=PLOT_DPI)
-            _pyplot().close(fig)
+            try:
+                name = save_figure(fig, out, f"{kind}{suffix}", formats, PLOT_DPI)
+            finally:
+                _pyplot().close(fig)
         except Exception as exc:
             notes.append(f"plot `{name}` failed: {type(exc).__name__}: {exc}")
             continue

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from cleanrl_utils.report.cells import Report
 from cleanrl_utils.report.stats import curve_band, curve_values
+from cleanrl_utils.report.style import save_figure, score_text
 from cleanrl_utils.report.tables import fmt_steps
 
-# Sized for a paper: a figure as wide as a page's text (7 inches) at print resolution; with
-# more than two columns of panels, 3.5 inches (a paper's column) per panel
-FIGURE_WIDTH = 7.0  # inches, the least
-MIN_PANEL_WIDTH = 3.5  # inches
+# Sized for a paper: a figure as wide as a page's text (7 inches) at print resolution, panels
+# in two columns (3.5 inches each, a paper's column), more rows for more games
+FIGURE_WIDTH = 7.0  # inches
 PANEL_ASPECT = 0.7  # a panel's height over its width
 LEGEND_HEIGHT = 0.5  # inches above the panels for the legend
 PLOT_DPI = 200
@@ -24,16 +24,16 @@ CAPTION_SIZE = 7
 
 
 def panel_grid(n: int) -> tuple[int, int]:
-    """(rows, columns) of the panels for n env ids: up to 3 columns, more for many games."""
-    ncols = min(n, 3) if n <= 9 else math.ceil(math.sqrt(n))
+    """(rows, columns) of the panels for n env ids: two columns (a 7-inch page holds two
+    readable panels side by side), four for more than 8 games; as many rows as needed."""
+    ncols = min(n, 2) if n <= 8 else 4
     return math.ceil(n / max(ncols, 1)), max(ncols, 1)
 
 
 def figure_size(n_envs: int) -> tuple[float, float]:
     """(width, height) in inches of a learning-curve figure with n_envs panels."""
     nrows, ncols = panel_grid(n_envs)
-    width = max(FIGURE_WIDTH, MIN_PANEL_WIDTH * ncols)
-    return width, width / ncols * PANEL_ASPECT * nrows + LEGEND_HEIGHT
+    return FIGURE_WIDTH, FIGURE_WIDTH / ncols * PANEL_ASPECT * nrows + LEGEND_HEIGHT
 
 
 def plot_size(n_envs: int) -> tuple[int, int]:
@@ -66,6 +66,9 @@ def script_label(report: Report, script: str, env_ids) -> str:
     runs = [r for e in env_ids if (script, e) in report.cells for r in report.cells[script, e].runs]
     trials = {run.tuner_trial for run in runs}
     seeds = seeds_averaged(report, script, env_ids)
+    unfinished = sum(not run.finished for run in runs)
+    if unfinished:  # (`--include-unfinished`)
+        seeds += f"; {unfinished} unfinished"
     if len(trials) == 1 and None not in trials:
         ((study, trial),) = trials
         return f"{script}: tuner study {study}, trial {trial} ({seeds})"
@@ -134,8 +137,9 @@ def panel_marks(report: Report, scripts, env_id: str) -> list[str]:
     return marks
 
 
-def curves_caption(report: Report, wall_clock: bool) -> str:
-    """What a learning-curve figure's lines and bands are."""
+def curves_caption(report: Report, scripts, env_ids, wall_clock: bool) -> str:
+    """What a learning-curve figure's lines and bands are, as drawn: a curve of one seed has no
+    band, the dashed and unfinished ones are named only when there are some."""
     args = report.args
     if args.curve_band == "ci":
         band = (
@@ -144,26 +148,42 @@ def curves_caption(report: Report, wall_clock: bool) -> str:
         )
     else:
         band = "± one standard deviation over seeds"
+    cells = report.cells_of(scripts, env_ids)
+    seeds = {sum(len(run.returns) > 0 for run in cell.runs) for cell in cells} - {0}
+    runs = [run for cell in cells for run in cell.runs if len(run.returns)]
     axis = "minutes" if wall_clock else "steps"
-    return (
-        f"Line: mean over seeds of each run's running mean of its last {args.last_n} games, "
-        f"over the {axis} every seed covers; band: {band}. Dashed: a seed with fewer than "
-        f"{args.curve_min_games} finished games."
+    text = (
+        f"Line: mean over seeds of each run's running mean of its last {args.last_n} games "
+        f"(a run's score: {score_text(runs, args.last_n)}), over the {axis} every seed covers"
     )
+    if seeds == {1}:
+        text += "; one seed a curve, so no band."
+    elif 1 in seeds:
+        text += f"; band: {band} (none where a curve has one seed)."
+    else:
+        text += f"; band: {band}."
+    few = [r for r in runs if len(r.returns) < args.curve_min_games]
+    if few:
+        text += f" Dashed: a seed with fewer than {args.curve_min_games} finished games."
+    if any(not run.finished for run in runs):
+        text += " Runs below their step budget (`--include-unfinished`) are counted in the legend."
+    return text
 
 
 def plot_set(
-    report: Report, scripts, env_ids, path: Path, wall_clock: bool
+    report: Report, scripts, env_ids, path: Path, wall_clock: bool, formats: list | None = None
 ) -> dict[str, str | None]:
-    """The learning curves of a script set written to `path` (`curves_figure`). Returns {panel
+    """The learning curves of a script set written to `path` (`curves_figure`), and beside it in
+    each of `formats` (`curves_x.pdf`: the same name, another suffix). Returns {panel
     title: the text written in the panel instead of its curves (a panel with no finished game),
     or None}."""
     import matplotlib.pyplot as plt
 
     fig, panels = curves_figure(report, scripts, env_ids, wall_clock)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=PLOT_DPI)
-    plt.close(fig)
+    try:
+        save_figure(fig, path.parent, path.stem, formats or [path.suffix[1:]], PLOT_DPI)
+    finally:
+        plt.close(fig)
     return panels
 
 
@@ -184,7 +204,6 @@ def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
         squeeze=False,
         layout="constrained",
     )
-    colors = plt.get_cmap("tab10")
     args = report.args
     band = (args.curve_band, args.bootstrap_samples, args.confidence, args.bootstrap_seed)
     panels: dict[str, str | None] = {}
@@ -193,7 +212,6 @@ def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
             ax.set_axis_off()
             continue
         env_id = env_ids[i]
-        ax.set_title(env_id, fontsize=10)
         for script in scripts:
             cell = report.cells.get((script, env_id))
             result = (
@@ -201,7 +219,7 @@ def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
                 if cell
                 else None
             )
-            color = colors(report.scripts.index(script) % 10)
+            color = report.colors.get(script, "k")
             label = script_label(report, script, env_ids)
             if result is None:
                 ax.plot([], [], color=color, label=label)  # still in the legend
@@ -214,22 +232,21 @@ def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
             ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
         panels[env_id] = empty_panel_text(report, scripts, env_id)
         if panels[env_id] is not None:  # no curve to draw: say why, not empty axes
+            ax.set_title(env_id, fontsize=10)
             ax.set_xticks([])
             ax.set_yticks([])
             ax.text(0.5, 0.5, panels[env_id], ha="center", va="center", transform=ax.transAxes)
             continue
+        # what a panel says of its curves goes under its title, never in a box over the data
         marks = panel_marks(report, scripts, env_id)
-        if marks:
-            ax.text(
-                0.02, 0.98, "\n".join(marks), ha="left", va="top", fontsize=6,
-                transform=ax.transAxes, bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
-                in_layout=False,  # (text that overflows must not squeeze the panels)
-            )  # fmt: skip
+        ax.set_title("\n".join([env_id, *marks]), fontsize=8 if marks else 10)
         ax.set_xlabel("wall-clock time (minutes)" if wall_clock else "env steps", fontsize=8)
         ax.set_ylabel("episodic return", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     title = f"Learning curves, protocol: {report.protocol}"
     figure_legend(fig, *axes.flat[0].get_legend_handles_labels(), title)
-    fig.supxlabel(curves_caption(report, wall_clock), fontsize=CAPTION_SIZE, wrap=True)
+    fig.supxlabel(
+        curves_caption(report, scripts, env_ids, wall_clock), fontsize=CAPTION_SIZE, wrap=True
+    )
     return fig, panels
