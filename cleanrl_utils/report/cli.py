@@ -35,6 +35,13 @@ from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.figures import write_figures
 from cleanrl_utils.report.loading import find_run_dirs, load_runs
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
+from cleanrl_utils.report.paper import (
+    aggregate_tex,
+    differing_arguments,
+    evaluation_md,
+    references_bib,
+    software,
+)
 from cleanrl_utils.report.plots import plot_set, without_games
 from cleanrl_utils.report.sections import (
     comparisons,
@@ -293,6 +300,10 @@ def write_report(bench: Benchmark) -> dict[str, str]:
     if args.windows > 0:
         fragments["windows.md"] = windows_section(bench) if bench.cells else "No runs.\n"
     fragments["runs.md"] = runs_table(bench) if bench.runs else "No runs found.\n"
+    if bench.cells:  # the paper kit
+        fragments["evaluation.md"] = evaluation_md(bench)
+        fragments["variants.md"] = differing_arguments(bench)
+        fragments["software.md"] = software(bench)
     fragments["notes.md"] = (
         "".join(f"- {note}\n" for note in bench.notes)
         if bench.notes
@@ -305,12 +316,15 @@ def write_report(bench: Benchmark) -> dict[str, str]:
         ("Scores per window of steps", "windows.md"),
         ("Runtimes and speed", "runtimes.md"),
         ("Human-normalised aggregate", "aggregate.md"),
+        ("What differs between the methods", "variants.md"),
+        ("Software and devices", "software.md"),
+        ("The evaluation paragraph", "evaluation.md"),
         ("Against the published numbers", "comparison.md"),
         ("Notes", "notes.md"),
         ("Runs", "runs.md"),
     ]
     for title, name in sections:
-        if name in fragments:
+        if fragments.get(name):
             protocols = bench.protocols_note() + "\n" if name == "notes.md" else ""
             page += [f"## {title}\n\n", protocols, fragments[name].strip() + "\n\n"]
     fragments["report.md"] = "".join(page).rstrip() + "\n"
@@ -323,6 +337,11 @@ def write_report(bench: Benchmark) -> dict[str, str]:
             + "\nAll scripts, the notes and every run: [the full report](report.md).\n"
         )
 
+    if not fragments.get("variants.md"):
+        fragments.pop("variants.md", None)
+    if bench.cells:
+        fragments["aggregate.tex"] = aggregate_tex(bench)
+        fragments["references.bib"] = references_bib()
     for name, text in fragments.items():
         (out / name).write_text(text)
     write_csv(bench, out / "runs.csv")

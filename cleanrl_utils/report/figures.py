@@ -47,7 +47,7 @@ def _finish(fig, agg: Aggregate, title: str | None, what: str):
     """The figure with its title (unless a legend holds it) and its caption."""
     if title is not None:
         fig.suptitle(title, fontsize=10)
-    fig.supxlabel(caption(agg, what), fontsize=CAPTION_SIZE, wrap=True)
+    fig.supxlabel(caption(agg, what).replace("`", ""), fontsize=CAPTION_SIZE, wrap=True)
     return fig
 
 

@@ -153,8 +153,9 @@ def curves_caption(report: Report, scripts, env_ids, wall_clock: bool) -> str:
     runs = [run for cell in cells for run in cell.runs if len(run.returns)]
     axis = "minutes" if wall_clock else "steps"
     text = (
-        f"Line: mean over seeds of each run's running mean of its last {args.last_n} games "
-        f"(a run's score: {score_text(runs, args.last_n)}), over the {axis} every seed covers"
+        f"Line: mean over seeds of each run's running mean of up to its last {args.last_n} "
+        f"games, over the {axis} every seed covers (its last point: a run's score, "
+        f"{score_text(runs, args.last_n)})"
     )
     if seeds == {1}:
         text += "; one seed a curve, so no band."
@@ -246,7 +247,6 @@ def curves_figure(report: Report, scripts, env_ids, wall_clock: bool):
         ax.grid(alpha=0.3)
     title = f"Learning curves, protocol: {report.protocol}"
     figure_legend(fig, *axes.flat[0].get_legend_handles_labels(), title)
-    fig.supxlabel(
-        curves_caption(report, scripts, env_ids, wall_clock), fontsize=CAPTION_SIZE, wrap=True
-    )
+    caption = curves_caption(report, scripts, env_ids, wall_clock).replace("`", "")
+    fig.supxlabel(caption, fontsize=CAPTION_SIZE, wrap=True)
     return fig, panels
