@@ -127,6 +127,7 @@ def test_failed_run_is_reported_with_exit_code_and_log_tail_after_the_others_fin
     assert re.search(
         r"FAILED  Pong-v5 seed 1: exit code 3.*log: logs/Pong-v5__seed1.log", result.stdout
     )
+    assert "report of this sweep: python -m cleanrl_utils.report" in result.stdout  # 2 did
 
 
 def test_a_program_that_does_not_exist_is_a_failed_run(tmp_path):
@@ -138,6 +139,9 @@ def test_a_program_that_does_not_exist_is_a_failed_run(tmp_path):
     assert result.returncode == 1
     assert "[FAILED] Pong-v5 seed 1: exit code 127" in result.stdout
     assert "No such file or directory: 'no-such-program'" in result.stdout
+    # no run succeeded: no report command to print, only that there is nothing to report
+    assert "report of this sweep" not in result.stdout
+    assert "no run of this sweep has finished: nothing to report yet" in result.stdout
 
 
 def test_workers_zero_only_prints_the_commands(tmp_path):

@@ -98,5 +98,5 @@ def main(argv: list[str] | None = None) -> int:
     code = INTERRUPTED if pool.interrupted else print_summary(pool.results)
     if pool.interrupted:
         print("the same command continues the sweep: its stopped runs go on, none twice")
-    print_sweep_end(sweep)
+    print_sweep_end(sweep, succeeded=any(result.ok for result in pool.results))
     return code

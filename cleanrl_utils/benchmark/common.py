@@ -96,8 +96,13 @@ def skip_finished(jobs: list[Job], sweep: str, runs_dir: Path = RUNS_DIR) -> lis
     return [job for job in jobs if (job.env_id, job.seed) not in done]
 
 
-def print_sweep_end(sweep: str, runs_dir: Path = RUNS_DIR) -> None:
-    """The launcher's last line: the report of exactly this sweep's runs."""
+def print_sweep_end(sweep: str, runs_dir: Path = RUNS_DIR, succeeded: bool = True) -> None:
+    """The launcher's last line: the report of exactly this sweep's runs; when none of its runs
+    succeeded now (`succeeded` False) and none had finished before, that there is nothing to
+    report (the report would find no finished run)."""
+    if not succeeded and not finished_runs(runs_dir, sweep):
+        print("no run of this sweep has finished: nothing to report yet", flush=True)
+        return
     print(f"report of this sweep: {report_command(sweep, str(runs_dir))}", flush=True)
 
 

@@ -275,5 +275,5 @@ def run_slurm(args: Args, jobs: list[Job], env: dict) -> int:
     print(f"  logs:   {log_pattern(text, job_id)}")
     print(f"  cancel: scancel {job_id}", flush=True)
     code = wait_for_array(job_id, jobs) if args.slurm_wait else 0
-    print_sweep_end(values["sweep"])
+    print_sweep_end(values["sweep"], succeeded=code == 0)
     return code
