@@ -4,7 +4,6 @@ an env id share a table), each seed counted once, with a note for everything odd
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -12,7 +11,7 @@ from cleanrl_utils.folders import RunName
 from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.options import Args
 from cleanrl_utils.report.style import colors_of, score_text
-from cleanrl_utils.report.tables import fmt_steps, plural
+from cleanrl_utils.report.tables import fmt_steps, natural, plural
 
 
 @dataclass
@@ -21,14 +20,6 @@ class Cell:
 
     runs: list[RunLog]
     finals: list[float]  # final return of each run that has one
-
-
-def natural(name: str) -> list:
-    """A sort key that puts numbers in a name in numeric order: a tuner's `s-trial2` before
-    `s-trial10`."""
-    return [
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
-    ]
 
 
 def script_sets(cells: dict[tuple[str, str], Cell]) -> list[tuple[list[str], list[str]]]:

@@ -18,7 +18,7 @@ from cleanrl_utils.report.aggregate import Aggregate, interval_text
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.estimates import METRICS
 from cleanrl_utils.report.stats import mean_std
-from cleanrl_utils.report.tables import fmt_steps, markdown_table, plural
+from cleanrl_utils.report.tables import fmt_steps, markdown_table, natural, plural
 from cleanrl_utils.report.variants import value_text
 
 FRAME_SKIP = 4  # every script repeats an action for 4 frames: frames = 4 x env steps
@@ -393,7 +393,7 @@ def differing_arguments(bench: Benchmark) -> str:
         args = (run.config or {}).get("args")
         if isinstance(args, dict):
             by_method[run.script].append(experiment_args(args))
-    methods = sorted(by_method)
+    methods = sorted(by_method, key=natural)
     if len(methods) < 2:
         return ""
     keys = sorted(set().union(*(set(a) for runs in by_method.values() for a in runs)))

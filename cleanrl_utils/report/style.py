@@ -49,13 +49,17 @@ def colors_of(labels) -> dict[str, str]:
 def save_figure(fig, out: Path, stem: str, formats: list[str], dpi: int) -> str:
     """`fig` written as `{stem}.{format}` for each format; returns the file name of the first
     (the one the markdown shows)."""
+    import matplotlib
+
     out.mkdir(parents=True, exist_ok=True)
     for fmt in formats:
         # (no creation date in a PDF or SVG: the same runs give the same files)
         metadata = (
             {"CreationDate": None} if fmt == "pdf" else {"Date": None} if fmt == "svg" else None
         )
-        fig.savefig(out / f"{stem}.{fmt}", dpi=dpi, metadata=metadata)
+        # an SVG's text stays text (`svg.fonttype none`): a paper's editor can change it
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "cleanrl"}):
+            fig.savefig(out / f"{stem}.{fmt}", dpi=dpi, metadata=metadata)
     return f"{stem}.{formats[0]}"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
@@ -26,3 +27,12 @@ def fmt_steps(steps: int) -> str:
 
 def plural(n: int | None, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def natural(name: str) -> list:
+    """A sort key that puts numbers in a name in numeric order: a tuner's `s-trial2` before
+    `s-trial10`, a variant's `learning_rate=0.00025` before `learning_rate=0.001`."""
+    return [
+        (0, float(part), "") if re.fullmatch(r"\d+(\.\d+)?", part) else (1, 0, part)
+        for part in re.split(r"(\d+(?:\.\d+)?)", name)
+    ]

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from cleanrl_utils.folders import experiment_args
 from cleanrl_utils.report.loading import RunLog
-from cleanrl_utils.report.tables import plural
+from cleanrl_utils.report.tables import natural, plural
 
 NOT_RECORDED = "arguments not recorded"
 
@@ -76,7 +76,7 @@ def name_variants(runs: list[RunLog], include_unfinished: bool) -> list[str]:
         if len(groups) > 1:
             listed = ", ".join(
                 f"`{label[key]}` ({plural(len(groups[key]), 'run')})"
-                for key in sorted(groups, key=lambda k: label[k])
+                for key in sorted(groups, key=lambda k: natural(label[k]))
             )
             notes.append(
                 f"`{exp}`: its runs were made with different arguments, so they are "
