@@ -17,6 +17,8 @@ import cv2  # (gymnasium's ResizeObservation needs it too)
 import gymnasium as gym
 import numpy as np
 
+from cleanrl_utils.checks import NOOP_MAX_LIMIT
+
 gym.register_envs(ale_py)
 
 NOOP, FIRE = 0, 1  # action 0 is NOOP in every game's minimal action set, and in the full one
@@ -52,6 +54,9 @@ class NoopReset(gym.Wrapper):
 
     def __init__(self, env, noop_max=30):
         super().__init__(env)
+        # (the scripts' parse refuses more first: a reset is no place for an unbounded loop)
+        if not 0 <= noop_max <= NOOP_MAX_LIMIT:
+            raise ValueError(f"noop_max must be from 0 to {NOOP_MAX_LIMIT}, got {noop_max}")
         self.noop_max = noop_max
 
     def reset(self, **kwargs):

@@ -22,13 +22,23 @@ from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR, RunError
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
 C_INT = 2**31 - 1  # a C `int`: what EnvPool and ALE take through pybind11 (more: a TypeError)
-# the largest value of each integer flag that reaches C code, in the type that receives it
+# the no-op starts' bound, far below a C int: the gymnasium scripts play them one frame at a time
+# in Python inside a reset (~150 us a frame), where a stop signal waits for them to end; 10,000
+# frames take seconds (the published runs: 30; a whole game: 108,000 frames)
+NOOP_MAX_LIMIT = 10_000
+# the largest value of each integer flag that reaches C code: what the C type that receives it
+# holds, or less
 C_INT_FLAGS = {
     # ALE counts frames, 4 to a step (EnvPool counts steps: one limit, so that a command line
     # carries over between the EnvPool and ALE scripts)
     "max_episode_steps": (C_INT // 4, "ALE counts its 4 frames a step in a C int"),
     "num_envs": (C_INT, "a C int in EnvPool and ALE"),
     "local_num_envs": (C_INT, "a C int in EnvPool and ALE"),
+    # (one limit for every script, so that a command line carries over)
+    "noop_max": (
+        NOOP_MAX_LIMIT,
+        "the no-op starts are played before the agent acts, and a stop waits for them",
+    ),
 }
 # what one transition of a rollout holds: 4 stacked 84x84 uint8 frames and ~10 float32 values
 TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4

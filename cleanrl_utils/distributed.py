@@ -37,7 +37,7 @@ A rank that dies (its process killed, its node gone) fails the next collective o
 they exit with one line naming the lost rank (`rank_watch.LOST_RANK_EXIT`) instead of waiting;
 the lowest rank left records the stop in config.json (rank 0, unless it is the one lost), and
 the line names the resume command only when the run has a checkpoint. Every wait is bounded by
-`TIMEOUT_S` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s).
+`timeout_s` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s; `rank_watch.timeout_s`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from cleanrl_utils.checks import fail
 from cleanrl_utils.compile import share_size
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.output import flush, say
-from cleanrl_utils.rank_watch import TIMEOUT_S, late, say_and_exit, watch_joining
+from cleanrl_utils.rank_watch import late, say_and_exit, watch_joining
 from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
 
 
@@ -120,12 +120,16 @@ class Distributed:
             self.device = torch.device("cpu")
         self.backend = default_backend(args.backend, self.device)
         self.joined = False
+        self.timeout_s = rank_watch.DEFAULT_TIMEOUT_S
         if self.world_size > 1:  # (registered after the checks every rank makes alike)
             atexit.register(rank_watch.tell_stopped_before_joining, self)
+            # (after the registration: the variable is this node's, and a rank that refuses it
+            # tells the others)
+            self.timeout_s = rank_watch.timeout_s()
 
     def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
-        that does not answer within `TIMEOUT_S` is one `error:` line and exit code 2. With
+        that does not answer within `timeout_s` is one `error:` line and exit code 2. With
         `run` (a `cleanrl_utils.run.Run`), the ranks then agree on it (`agree`)."""
         self.run = run
         if run is not None and run.payload is not None:  # (a checkpoint of before `Shuffle`)
@@ -146,13 +150,15 @@ class Distributed:
         # whatever the process group waits on (a store that never answers, a rank that stopped
         # before joining), it waits no longer
         watchdog = threading.Timer(
-            TIMEOUT_S, say_and_exit, args=(self.rank, late(self.world_size, where))
+            self.timeout_s,
+            say_and_exit,
+            args=(self.rank, late(self.world_size, where, self.timeout_s)),
         )
         watchdog.daemon = True
         watchdog.start()
         joining = threading.Event()
         threading.Thread(target=watch_joining, args=(self.rank, joining), daemon=True).start()
-        timeout = datetime.timedelta(seconds=TIMEOUT_S)
+        timeout = datetime.timedelta(seconds=self.timeout_s)
         try:
             torch_dist.init_process_group(
                 self.backend, rank=self.rank, world_size=self.world_size, timeout=timeout
@@ -198,7 +204,7 @@ class Distributed:
 
     def close(self, wait: bool = True) -> None:
         """Leaves the group; with `wait` (a rank in step with the others), only once every rank
-        is closing (in the store, up to `TIMEOUT_S`): one that left at once could reset the
+        is closing (in the store, up to `timeout_s`): one that left at once could reset the
         connection under rank 0's last gather. A rank out of step leaves at once."""
         if self.group is None:
             return

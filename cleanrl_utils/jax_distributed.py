@@ -22,21 +22,22 @@ The processes are given by the environment, in one of two ways (all else: one pr
 Each process uses all of its host's devices (JAX's own SLURM detection would give each task one
 device: not what a process per host wants). On CPUs the processes' collectives go through gloo
 (JAX's default). Every wait for the others (joining, the agreement) is bounded by
-`cleanrl_utils.distributed.TIMEOUT_S`; a process that ends waits for process 0, which runs the
-evaluation after training, at most `SHUTDOWN_S`.
+`CLEANRL_DIST_TIMEOUT_S` (`cleanrl_utils.rank_watch.timeout_s`); a process that ends waits for
+process 0, which runs the evaluation after training, at most `SHUTDOWN_S`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.distributed import TIMEOUT_S
 from cleanrl_utils.exits import USAGE_ERROR
 from cleanrl_utils.output import flush, say
+from cleanrl_utils.rank_watch import DEFAULT_TIMEOUT_S, timeout_s
 from cleanrl_utils.ranks import disagreement, run_view
 
 SHUTDOWN_S = 6 * 3600  # (process 0's evaluation games, after the others are done)
@@ -84,6 +85,7 @@ class JaxDistributed:
         self.address, self.world_size, self.rank = process_layout()
         self.is_main = self.rank == 0
         self.connected = False
+        self.timeout_s = timeout_s() if self.world_size > 1 else DEFAULT_TIMEOUT_S
         if args.num_envs % self.world_size:
             fail(
                 f"--num-envs {args.num_envs} does not split over the {self.world_size} "
@@ -92,7 +94,7 @@ class JaxDistributed:
 
     def connect(self, run=None) -> None:
         """Joins the other processes (`jax.distributed.initialize`, before any JAX computation);
-        a coordinator that cannot be reached or bound within `TIMEOUT_S` is one `error:` line and
+        a coordinator that cannot be reached or bound within `timeout_s` is one `error:` line and
         exit code 2. With `run`, the processes then agree on it (`agree`)."""
         if self.world_size == 1:
             return
@@ -105,14 +107,14 @@ class JaxDistributed:
                 self.rank,
                 local_device_ids=None,
                 cluster_detection_method="deactivate",
-                initialization_timeout=int(TIMEOUT_S),
+                initialization_timeout=math.ceil(self.timeout_s),
                 shutdown_timeout_seconds=SHUTDOWN_S,
             )
         except Exception as exc:  # (jaxlib's errors: a port in use, a deadline exceeded)
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
             fail(
                 f"process {self.rank}: could not join the other {self.world_size - 1} at "
-                f"{self.address} within {TIMEOUT_S:.0f} s (CLEANRL_DIST_TIMEOUT_S): {first}"
+                f"{self.address} within {self.timeout_s:.0f} s (CLEANRL_DIST_TIMEOUT_S): {first}"
             )
         self.connected = True
         if run is not None:

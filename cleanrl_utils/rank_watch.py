@@ -6,7 +6,7 @@ outlives a rank that died:
 
 - before joining: a rank that stops (bad input on it alone, a checkpoint it cannot read) says so
   in the store at its exit (`tell_stopped_before_joining`); the others, while they join, watch
-  for it (`watch_joining`) and stop at once with one line instead of waiting `TIMEOUT_S`;
+  for it (`watch_joining`) and stop at once with one line instead of waiting `timeout_s()`;
 - in a collective: the ranks left say they are alive; those that do not within `ALIVE_WAIT_S`
   are lost, and each rank left exits with one line naming them (`exit_lost`), `LOST_RANK_EXIT`;
 - at the end: a rank in step with the others leaves the group only once every rank is closing
@@ -19,20 +19,43 @@ changes it.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import signal
 import threading
 import time
 
+from cleanrl_utils.checks import C_INT, fail
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.folders import mark_stopped
 from cleanrl_utils.output import say
 
-TIMEOUT_S = float(os.environ.get("CLEANRL_DIST_TIMEOUT_S", 600))
+DEFAULT_TIMEOUT_S = 600.0
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
 # a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
 STOPPED_KEY = f"cleanrl/stopped_before_joining/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def timeout_s() -> float:
+    """How long a rank waits for the others (joining, closing), in seconds: the variable
+    `CLEANRL_DIST_TIMEOUT_S` (unset or empty: `DEFAULT_TIMEOUT_S`). One that is not a number of
+    seconds from 1 to `C_INT` (JAX takes it as a C int of whole seconds; a timer and a store
+    cannot wait forever) is one `error:` line naming it and exit code 2, where a run reads it:
+    when a rank of a multi-process run starts, before it connects."""
+    text = os.environ.get("CLEANRL_DIST_TIMEOUT_S", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 1 <= value <= C_INT):
+        fail(
+            f"CLEANRL_DIST_TIMEOUT_S={text[:100]!r}: give the seconds a rank waits for the "
+            f"others as a number from 1 to {C_INT} (unset: {DEFAULT_TIMEOUT_S:.0f})"
+        )
+    return value
 
 
 def client_store(timeout_s: float):
@@ -44,9 +67,9 @@ def client_store(timeout_s: float):
     return torch_dist.TCPStore(addr, port, is_master=False, timeout=timeout)
 
 
-def late(world_size: int, where: str) -> str:
+def late(world_size: int, where: str, wait_s: float) -> str:
     return (
-        f"the {world_size} ranks did not all join at {where} within {TIMEOUT_S:.0f} s "
+        f"the {world_size} ranks did not all join at {where} within {wait_s:.0f} s "
         "(CLEANRL_DIST_TIMEOUT_S)"
     )
 
@@ -59,7 +82,7 @@ def say_and_exit(rank: int, why: str) -> None:
 def watch_joining(rank: int, joined: threading.Event) -> None:
     """While rank `rank` joins (until `joined` is set): a rank that stopped before joining stops
     this one at once. (A store that never answers holds this thread, not the watchdog of
-    `TIMEOUT_S`.)"""
+    `timeout_s()`.)"""
     store = None
     while not joined.wait(0.5):
         try:
@@ -97,12 +120,12 @@ def tell_stopped_before_joining(dist) -> None:
 
 def wait_closing(dist, wait: bool) -> None:
     """Says in the store that this rank is closing; with `wait`, returns once every rank is
-    (up to `TIMEOUT_S`), or once the store is gone with rank 0."""
+    (up to `dist.timeout_s`), or once the store is gone with rank 0."""
     try:
         dist.store.set(f"cleanrl/closing/{dist.rank}", "1")
         if wait:
             keys = [f"cleanrl/closing/{r}" for r in range(dist.world_size)]
-            dist.store.wait(keys, datetime.timedelta(seconds=TIMEOUT_S))
+            dist.store.wait(keys, datetime.timedelta(seconds=dist.timeout_s))
     except RuntimeError:
         pass
 

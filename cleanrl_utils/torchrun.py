@@ -19,7 +19,8 @@ Plain torchrun exits 1 whatever its processes' codes and prints a traceback of i
   their checkpoint after a stop signal (torchrun's `--signals-to-handle` and
   `--shutdown-timeout`, or their variables, still override);
 - says a bad flag of its own in one line, exit code 2 (`--nproc-per-node 0`: torchrun's own
-  check is an AssertionError naming nothing);
+  check is an AssertionError naming nothing), and so a master port (or rendezvous endpoint)
+  that another program holds;
 - never depends on its output being readable (`cleanrl_utils.output`): a terminal gone, or a
   `| tee` ended by Ctrl-C, drops the ranks' lines and its own, and the ranks still stop with
   their checkpoint and the launcher with their code.
@@ -151,6 +152,23 @@ def launch_problem(launch) -> str | None:
     return None
 
 
+def port_taken(exc: BaseException, launch) -> str | None:
+    """The line of torchrun's own failure `exc` when it is the store's port held by another
+    program (the store of the ranks, on the node that hosts it: EADDRINUSE), naming the flag that
+    gives the port; None for any other failure."""
+    if not any("EADDRINUSE" in str(e) for e in (exc, exc.__cause__, exc.__context__)):
+        return None
+    if launch is not None and launch.rdzv_backend != "static":
+        where, flag = launch.rdzv_endpoint, "--rdzv-endpoint"
+    else:
+        where = f"{getattr(launch, 'master_addr', '?')}:{getattr(launch, 'master_port', '?')}"
+        flag = "--master-port"
+    return (
+        f"error: torchrun: the port of {where} is in use by another program: give another "
+        f"{flag} (--standalone picks a free one)"
+    )
+
+
 def signals_to_handle() -> str:
     """The signals torchrun forwards to the processes: `SIGNALS`, less SIGHUP when this process
     ignores it (`nohup`: the processes, which inherit that, ignore it too)."""
@@ -196,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
     host = socket.gethostname()
     closed = exit_codes_on_close()
-    line, code = None, 0
+    line, code, launch = None, 0, None
     try:
         said = io.StringIO()
         try:
@@ -226,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the rendezvous, a node that never came: torchrun's own failure
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         line, code = f"error: torchrun on {host}: {type(exc).__name__}: {first_line}", FAILED
-        if closed:  # (its processes had ended: another node's agent, gone first, took the store)
+        if (taken := port_taken(exc, launch)) is not None:  # (bad input: nothing started)
+            line, code = taken, USAGE_ERROR
+        elif closed:  # (its processes had ended: another node's agent, gone first, took the store)
             said = f"torchrun then failed: {type(exc).__name__}: {first_line}"
             line, code = f"{summary(closed, None, host)} ({said})", run_code(closed)
     finally:

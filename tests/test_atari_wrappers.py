@@ -7,6 +7,7 @@ from __future__ import annotations
 import cv2
 import gymnasium as gym
 import numpy as np
+import pytest
 from atari_testing import BREAKOUT, FIRE, LEFT, NOOP, find_wrapper, one_torch_thread, wrapper_chain
 
 from cleanrl.ppo_atari import make_env
@@ -50,6 +51,18 @@ def test_games_without_fire_get_no_fire_reset():
     assert "FireReset" not in wrapper_chain(envs.unwrapped.envs[0])
     assert "EpisodicLife" in wrapper_chain(envs.unwrapped.envs[0])
     envs.close()
+
+
+def test_noop_reset_takes_no_more_no_ops_than_the_scripts_checks_allow():
+    """Its loop in a reset holds a stop signal until it ends (3 billion no-ops: hours): past the
+    bound the command line refuses (`checks.NOOP_MAX_LIMIT`), it is not made."""
+    from cleanrl_utils.checks import NOOP_MAX_LIMIT
+
+    with pytest.raises(ValueError, match="noop_max"):
+        NoopReset(gym.make(BREAKOUT), noop_max=NOOP_MAX_LIMIT + 1)
+    with pytest.raises(ValueError, match="noop_max"):
+        NoopReset(gym.make(BREAKOUT), noop_max=-1)
+    NoopReset(gym.make(BREAKOUT), noop_max=NOOP_MAX_LIMIT).reset(seed=0)
 
 
 def test_noop_reset_starts_games_after_1_to_30_noop_frames():

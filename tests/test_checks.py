@@ -132,6 +132,12 @@ EVERY_SCRIPT = {
     # the iterations, and the gradient steps of one, counted in int32 (the JAX scripts' schedule)
     "iterations-past-a-c-int": (dict(total_timesteps=2**45), ["--total-timesteps", "C int"]),
     "gradient-steps-past-a-c-int": (dict(update_epochs=2**31), ["--update-epochs", "C int"]),
+    # no-op starts past a C int (pybind11's TypeError after the folder was made), or that the
+    # gymnasium scripts would play for hours in Python while a stop signal waited
+    "noop-max-past-its-bound": (
+        dict(noop_max=3_000_000_000),
+        ["--noop-max", "at most 10000", "3000000000"],
+    ),
 }
 # bad input particular to one script (or one kind of script): (script, flags, words)
 PARTICULAR = {
@@ -322,6 +328,8 @@ def test_the_derived_sizes_are_not_flags(script, flag, capsys):
         (ALE_VECTOR, ["--max-episode-steps", "600000000"]),
         (ENVPOOL, ["--max-episode-steps", "4000000000"]),
         (ENVPOOL, ["--seed", "2147483647", "--num-envs", "1"]),
+        (ENVPOOL, ["--noop-max", "3000000000"]),
+        (GYMNASIUM, ["--noop-max", "3000000000"]),
     ],
 )
 def test_an_integer_past_the_c_type_that_takes_it_is_refused_by_the_parser(script, flags, capsys):
@@ -344,12 +352,15 @@ def test_the_emulators_take_the_largest_values_the_checks_allow(script):
 
     make_env = importlib.import_module(f"cleanrl.{script}").make_env
     steps, num_envs = C_INT_FLAGS["max_episode_steps"][0], 2
+    noop_max = C_INT_FLAGS["noop_max"][0]
     seed = SEED_LIMIT - num_envs
-    args = script_args(script, seed=seed, num_envs=num_envs, max_episode_steps=steps)
+    limits = dict(max_episode_steps=steps, noop_max=noop_max)
+    args = script_args(script, seed=seed, num_envs=num_envs, **limits)
     assert number_problem(args) is None
     assert number_problem(vars(args) | {"max_episode_steps": steps + 1}) is not None
+    assert number_problem(vars(args) | {"noop_max": noop_max + 1}) is not None
     assert number_problem(vars(args) | {"seed": seed + 1}) is not None
     for env_seed, envs_count in [(seed, num_envs), (seed + 1, 1)]:
-        envs = make_env("Breakout-v5", envs_count, env_seed, max_episode_steps=steps)
+        envs = make_env("Breakout-v5", envs_count, env_seed, **limits)
         envs.reset()
         envs.close()

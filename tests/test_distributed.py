@@ -309,3 +309,30 @@ def test_a_checkpoint_of_before_the_permutation_generator_goes_on_with_its_permu
     newer = {"state": {"shuffle": Shuffle(4).state_dict()}, "rng": {"numpy": np.random.get_state()}}
     adopt_old_shuffle(newer, rank=0)  # a checkpoint that has one keeps it
     assert (newer["state"]["shuffle"]["key"] == Shuffle(4).state_dict()["key"]).all()
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-5", "inf", "0", "1e300"])
+def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypatch, value):
+    """`CLEANRL_DIST_TIMEOUT_S` is read where a rank of a multi-process run starts, not at the
+    import (it was a traceback there, and NaN, -5, inf went through): one `error:` line naming
+    it, exit code 2. Unset or empty: the default; a one-process run never reads it."""
+    from cleanrl_utils import rank_watch
+    from cleanrl_utils.exits import RunError
+    from cleanrl_utils.jax_distributed import JaxDistributed
+
+    monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", value)
+    args = make_args(local_num_envs=1)
+    assert Distributed(args).timeout_s == rank_watch.DEFAULT_TIMEOUT_S  # (world size 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")  # (rank 0 without torchrun tells no one at its exit)
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JAX_PROCESS_ID", "0")
+    for make in (Distributed, JaxDistributed):
+        with pytest.raises(RunError) as raised:
+            make(args)
+        assert raised.value.code == 2 and "CLEANRL_DIST_TIMEOUT_S" in raised.value.line
+        assert raised.value.line.startswith("error: ") and "\n" not in raised.value.line
+    for fine, seconds in (("", 600.0), ("5", 5.0), (" 2.5 ", 2.5)):
+        monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", fine)
+        assert rank_watch.timeout_s() == seconds

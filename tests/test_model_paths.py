@@ -6,6 +6,7 @@ evaluation, named after the model's run (`evaluation_video_dir`)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -161,3 +162,73 @@ def test_a_safetensors_file_whose_header_length_begins_with_0x80_is_read(tmp_pat
         pytest.fail("no header length of 128 + 256k bytes among those tried")
     model = read_model(path)
     assert (model.framework, model.script) == ("torch", "ppo_atari_envpool")
+
+
+# ---------------------------------------------------------------------------------------------
+# The fourth probe (issue 54): a model file's recorded protocol goes through the command line's
+# checks, and its action set must be the network's (it was checked for types only, and played)
+
+BAD_PROTOCOLS = [
+    (dict(max_episode_steps=0), ["--max-episode-steps", "0"]),
+    (dict(max_episode_steps=-5), ["--max-episode-steps", "-5"]),
+    (dict(max_episode_steps=True), ["--max-episode-steps", "True"]),
+    (dict(repeat_action_probability=5.0), ["--repeat-action-probability", "5.0"]),
+    (dict(repeat_action_probability=float("nan")), ["--repeat-action-probability", "nan"]),
+    (dict(noop_max=-3), ["--noop-max", "-3"]),
+    (dict(noop_max=10**12), ["--noop-max", "1000000000000"]),
+    (dict(name="mine"), ["name", "'mine'"]),
+    # an 18-output network (trained on the full action set) said to play a game's minimal one
+    (dict(full_action_space=False), ["minimal action set", "full action set"]),
+]
+
+
+def model_with_protocol(path, framework: str, edit: dict, weights: dict | None = None):
+    """A model file of the envpool script (torch) or its JAX sibling, trained on the full action
+    set (18 actions), whose recorded protocol is then edited by `edit`."""
+    import flax.serialization
+    from safetensors.torch import save
+
+    from cleanrl_utils.evals.files import METADATA_KEY, model_info
+
+    script = "ppo_atari_envpool" if framework == "torch" else "ppo_atari_envpool_xla_jax"
+    args = dataclasses.asdict(torch_script.Args(seed=3, full_action_space=True))
+    info = model_info(f"cleanrl/{script}.py", args)
+    info["protocol"] |= edit
+    if framework == "torch":
+        weights = weights or {"w": torch.zeros(1)}
+        path.write_bytes(save(weights, metadata={METADATA_KEY: json.dumps(info)}))
+    else:
+        path.write_bytes(flax.serialization.msgpack_serialize({**info, "params": {"w": [1.0]}}))
+    return path
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize(("edit", "words"), BAD_PROTOCOLS, ids=[str(e) for e, _ in BAD_PROTOCOLS])
+def test_a_recorded_protocol_the_command_line_would_refuse_is_one_error_line(
+    tmp_path, capsys, framework, edit, words
+):
+    path = model_with_protocol(tmp_path / "m.cleanrl_model", framework, edit)
+    line = error_line(capsys, lambda: read_model(path))
+    assert line.startswith(f"error: {path}: the protocol recorded in the file cannot be used: ")
+    assert all(word in line for word in words), line
+
+
+def test_a_recorded_protocol_that_passes_the_checks_is_read(tmp_path):
+    for framework in ("torch", "jax"):
+        path = model_with_protocol(tmp_path / f"{framework}.cleanrl_model", framework, {})
+        assert read_model(path).protocol["full_action_space"] is True
+
+
+def test_the_evaluator_refuses_a_network_said_to_play_another_action_set(tmp_path):
+    """In a real process: it played the 18-output network on Breakout's 4 actions, exit 0."""
+    envs = torch_script.make_env("Breakout-v5", 1, 1, full_action_space=True)
+    weights = torch_script.Agent(envs).state_dict()
+    envs.close()
+    path = tmp_path / "m.cleanrl_model"
+    model_with_protocol(path, "torch", dict(full_action_space=False), weights)
+    proc = run_script(
+        ["--model-path", str(path), "--eval-episodes", "1"], tmp_path, module="cleanrl_utils.evals"
+    )
+    assert proc.returncode == 2, describe(proc)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: {path}: the protocol recorded") and "action set" in line

@@ -551,6 +551,8 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
         (["--num-minibatches", "3"], {}, ["--num-minibatches 3"]),
         (["--backend", "nccl"], {}, ["nccl", "no"]),
         (["--device-ids", "0"], {"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}, ["--device-ids"]),
+        # (it was a traceback at the import of cleanrl_utils.rank_watch)
+        ([], {"WORLD_SIZE": "2", "CLEANRL_DIST_TIMEOUT_S": "abc"}, ["CLEANRL_DIST_TIMEOUT_S"]),
     ]
     started = [  # all at once: each is a process of its own
         (start(rank_command(ENVPOOL, args), tmp_path, env_of(tmp_path, **extra)), words)

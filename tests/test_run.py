@@ -474,6 +474,26 @@ def test_a_crash_of_a_state_no_longer_finite_in_an_iteration_is_said_as_that(tmp
         raise KeyError("not a divergence")
 
 
+def test_a_crash_of_non_finite_values_in_the_first_iteration_is_the_diverged_line(tmp_path):
+    """`--learning-rate 1e6`: the first step makes the parameters huge but finite, the next
+    forward pass overflows, and Categorical refuses the NaN logits, before any iteration ended:
+    the same line as a later divergence (it was the raw traceback)."""
+    agent, optimizer = torch_objects(1)
+    state = {"agent": agent, "optimizer": optimizer}
+    with pytest.raises(RunError) as error, open_run(tmp_path, checkpoint_every=1) as run:
+        run.restore(state)
+        with torch.no_grad():
+            for parameter in agent.parameters():
+                parameter.fill_(1e30)
+        train_step(agent, optimizer)
+    assert isinstance(error.value.__cause__, (ValueError, RuntimeError)) and error.value.code == 1
+    assert error.value.message.startswith(
+        "iteration 1: the training diverged: the agent's output (logits) holds NaN or infinite "
+        "values (a learning rate too large? --learning-rate 0.00025); no checkpoint was written"
+    ), error.value.message
+    assert run.finished and run.lock_fd is None
+
+
 def test_a_jax_state_no_longer_finite_is_found():
     jax = pytest.importorskip("jax")
     import optax

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
 from scripts_testing import describe, run_script
 
@@ -111,3 +112,22 @@ def test_under_nohup_torchrun_leaves_sighup_ignored_and_otherwise_forwards_it():
         assert "SIGHUP" in signals_to_handle().split(",")
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_master_port_another_program_holds_is_one_line_and_exit_2(tmp_path):
+    """It was `error: torchrun on HOST: DistNetworkError: ...EADDRINUSE...`, exit 1 (the docs:
+    a port in use is bad input, 2); no process starts."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        flags = ["--nnodes=1", "--nproc-per-node=1", "--master-addr=127.0.0.1"]
+        done = run_script(
+            [*flags, f"--master-port={port}", "x.py"], tmp_path, module="cleanrl_utils.torchrun"
+        )
+    assert done.returncode == 2, describe(done)
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: torchrun: the port of 127.0.0.1:{port} is in use by another program: give "
+        "another --master-port (--standalone picks a free one)"
+    ), describe(done)
+    assert "Traceback" not in done.stderr

@@ -390,7 +390,10 @@ def ctrl_c_then_kill_then_resume(tmp_path: Path, suspended: list[int]) -> None:
             ["--storage", "sqlite:////no/such/folder/t.db"],
             "the folder /no/such/folder does not exist",
         ),
-        (["--storage", "journal:/no/such/folder/t.log"], "the journal's folder does not exist"),
+        (
+            ["--storage", "journal:/no/such/folder/t.log"],
+            "the journal's folder /no/such/folder does not exist",
+        ),
         pytest.param(*SLOW_BAD_INPUT["unknown flag"], marks=pytest.mark.slow),
         pytest.param(*SLOW_BAD_INPUT["unknown game"], marks=pytest.mark.slow),
     ],
@@ -881,3 +884,54 @@ def test_trials_md_marks_a_resumed_trial_and_trials_png_draws_the_interrupted_on
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fourth probe (issue 54): a storage on a full disk, or whose folder is not a folder
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A tmpfs of 64 KiB, mounted for the test and filled."""
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is a tmpfs mounted by the test: needs root (and mount)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)])
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT)
+        try:
+            with pytest.raises(OSError):
+                while True:
+                    os.write(fd, b"\0" * 4096)
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("storage", ["journal:{}/t.log", "sqlite:///{}/t.db"])
+def test_a_storage_on_a_full_disk_is_exit_74(full_disk, storage):
+    """It was exit 2, as bad input; a full disk is 74, as everywhere else."""
+    from cleanrl_utils.exits import DISK_EXIT
+    from cleanrl_utils.tuner.state import TunerError
+    from cleanrl_utils.tuner.study import open_study_in
+
+    with pytest.raises(TunerError) as error:
+        open_study_in(storage.format(full_disk), "s", "maximize")
+    assert error.value.code == DISK_EXIT, error.value
+    assert "disk" in str(error.value) or "ENOSPC" in str(error.value), error.value
+
+
+@pytest.mark.parametrize("storage", ["sqlite:////dev/full/x.db", "journal:/dev/full/x.log"])
+def test_a_storage_whose_folder_is_not_a_folder_says_so(storage):
+    """`/dev/full` exists: it was said not to."""
+    from cleanrl_utils.tuner.storage import StorageError, check_storage
+
+    with pytest.raises(StorageError) as error:
+        check_storage(storage)
+    assert ": /dev/full is not a folder, so it cannot hold the " in str(error.value)
+    assert error.value.code == 2

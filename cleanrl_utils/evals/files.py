@@ -152,15 +152,59 @@ def protocol_fits(protocol: dict) -> bool:
 
 def args_problem(args: dict, fields: dict | None = None) -> str | None:
     """Why a model's recorded arguments cannot be used, or None: they go through the command
-    line's checks (the names that become paths, the numbers, and with the script's `fields`
-    their types), since a file can hold anything."""
+    line's checks (the names that become paths, the numbers, the protocol's settings, and with
+    the script's `fields` their types), since a file can hold anything."""
     if not isinstance(args.get("seed"), int) or isinstance(args.get("seed"), bool):
         return f"--seed must be an integer, got {args.get('seed')!r}"[:200]
     for name, value in args.items():
         problem = fields is not None and name in fields and value_problem(name, value, fields[name])
         if problem:
             return problem
-    return name_problem(args.get("exp_name", "model"), args["env_id"]) or number_problem(args)
+    return (
+        name_problem(args.get("exp_name", "model"), args["env_id"])
+        or number_problem(args)
+        or protocols.protocol_problem({"protocol": None} | args, given=set())
+    )
+
+
+# the types of a recorded protocol's settings, as a script's `Args` has them
+SETTING_TYPES = dict(
+    repeat_action_probability=float,
+    full_action_space=bool,
+    episodic_life=bool,
+    noop_max=int,
+    max_episode_steps=int,
+)
+
+
+def recorded_protocol_problem(model: Model) -> str | None:
+    """Why the protocol a model file records cannot be played, or None: its settings go through
+    the command line's checks (what `--max-episode-steps 0` or `--noop-max -3` would be told),
+    and its action set must be the one the network was built for (its arguments'), else the
+    network would choose among actions the games do not have."""
+    protocol = model.protocol
+    if protocol is None:  # (a checkpoint, an older file: its arguments' settings are played)
+        return None
+    names = (*protocols.NAMES, "custom")
+    if protocol.get("name") not in names:
+        return f"its name must be one of {', '.join(names)}, got {protocol.get('name')!r}"[:200]
+    settings = {name: protocol.get(name) for name in protocols.SETTINGS}
+    for name, value in settings.items():
+        if problem := value_problem(name, value, SETTING_TYPES[name]):
+            return problem
+    problem = number_problem(settings)
+    problem = problem or protocols.protocol_problem({"protocol": None} | settings, given=set())
+    if problem:
+        return problem
+    built = protocols.settings(model.args, model.script)["full_action_space"]
+    if settings["full_action_space"] != built:
+        said = {True: "the full action set", False: "the game's minimal action set"}
+        return (
+            f"it plays {said[settings['full_action_space']]} (full_action_space "
+            f"{settings['full_action_space']}) and its network was built for {said[built]} (its "
+            f"arguments' full_action_space {built}): the network cannot choose among those actions"
+        )
+    return None
 
 
 def model_from_checkpoint(path: Path) -> Model:
@@ -236,7 +280,8 @@ def _read_model(path: Path) -> Model:
 def read_model(path: str | Path) -> Model:
     """The model in a model file or a checkpoint, or in a run folder (`model_in_run_folder`);
     exits 2 with one `error:` line on anything else (a pickle is refused without being
-    unpickled), and on recorded arguments that the command line would refuse (`args_problem`)."""
+    unpickled), and on recorded arguments or a recorded protocol that the command line would
+    refuse (`args_problem`, `recorded_protocol_problem`)."""
     model = _read_model(Path(path))
     if not isinstance(model.script, str) or not isinstance(model.args, dict):
         fail(f"cannot read model file {path}: no script name and arguments")
@@ -245,6 +290,9 @@ def read_model(path: str | Path) -> Model:
     problem = args_problem(model.args)
     if problem:
         fail(f"{path}: the arguments recorded in the file cannot be used: {problem}")
+    problem = recorded_protocol_problem(model)
+    if problem:
+        fail(f"{path}: the protocol recorded in the file cannot be used: {problem}")
     return model
 
 

@@ -23,14 +23,18 @@ def parse_day(text: str) -> dt.date | None:
 
 def start_day(run: RunLog) -> dt.date | None:
     """The day (UTC) a run started: the start time in its name, else `start_time` in its
-    config.json; None when neither tells."""
+    config.json; None when neither tells (a time past the year 9999, which a date cannot hold,
+    tells nothing: the run is not taken for unreadable)."""
     name = RunName.parse(run.name)
     if name is not None:
-        return dt.datetime.fromtimestamp(name.start_time, dt.UTC).date()
+        try:
+            return dt.datetime.fromtimestamp(name.start_time, dt.UTC).date()
+        except (ValueError, OverflowError, OSError):
+            pass
     started = (run.config or {}).get("start_time")
     try:
         return dt.datetime.strptime(str(started), "%Y-%m-%dT%H:%M:%S%z").astimezone(dt.UTC).date()
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 

@@ -3,11 +3,15 @@ at the end of every iteration (a checkpoint of them would be useless, and would 
 finite one out), and the one line that ends the run, naming the iteration and the newest
 checkpoint, the last finite one. `cleanrl_utils.run.Run` raises it as a `RunError` (exit code 1):
 from `end_iteration`, or in place of the crash that non-finite values cause inside an iteration
-(torch's `Categorical` refuses NaN logits in the update or the next rollout; JAX plays on)."""
+(torch's `Categorical` refuses NaN logits in the update or the next rollout; JAX plays on). Such
+a crash can come of parameters still finite (a first step of a huge learning rate makes them
+1e6, and the next forward pass overflows), so the crash's own words count too
+(`crash_values`), whether or not an iteration has ended yet."""
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 
 import numpy as np
@@ -69,6 +73,29 @@ def not_finite(state: dict) -> list[str]:
     """The names of the entries of `state` (as a script gives it to `Run.end_iteration`) that
     hold a NaN or an infinite value; empty when every value is finite."""
     return [name for name, value in state.items() if not _all_finite(_float_arrays(value))]
+
+
+# what torch says of the non-finite values it refuses: a distribution's parameter (`Categorical`'s
+# logits: only NaN or infinite ones break its constraint), or the probabilities sampled from
+NON_FINITE_CRASHES = (
+    re.compile(r"Expected parameter (\w+) .*? but found invalid values:.*\b(nan|inf)\b", re.S),
+    re.compile(r"probability tensor contains either `inf`, `nan` or element < 0"),
+)
+
+
+def crash_values(crash: BaseException | None) -> str | None:
+    """What a crash inside an iteration (or one it was raised from) says is NaN or infinite, as
+    the diverged line names it (`the agent's output (logits)`), or None when it says no such
+    thing: a crash of something else is left as it is."""
+    seen = set()
+    while crash is not None and id(crash) not in seen:
+        seen.add(id(crash))
+        for pattern in NON_FINITE_CRASHES:
+            if match := pattern.search(str(crash)):
+                named = match.group(1) if pattern.groups else "action probabilities"
+                return f"the agent's output ({named})"
+        crash = crash.__cause__ or crash.__context__
+    return None
 
 
 def diverged_line(run, iteration: int, names: list[str]) -> str:

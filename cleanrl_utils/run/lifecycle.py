@@ -360,18 +360,28 @@ class Run:
     def __exit__(self, exc_type, exc, traceback) -> None:
         """Leaving the block finishes the run; left by an exception (a `RunError`, a failed
         write, a crash), it only gives back what the run changed in the process. A crash in
-        training whose state is no longer finite (torch's `Categorical` refuses NaN logits) is
-        said as what it is: `_check_finite`'s line."""
+        training of values no longer finite (torch's `Categorical` refuses NaN logits), in the
+        state or in what the crash names, is said as what it is: `_check_finite`'s line."""
         if exc_type is None:
             self.finish()
             return
         try:
             training = self.stop.phase is Phase.TRAINING
             if training and isinstance(exc, Exception) and not isinstance(exc, RunError):
-                if self.state is not None:
-                    self._check_finite(self.iteration + 1, self.state, exc)
+                self._check_crash(self.iteration + 1, exc)
         finally:
             self.process.give_back()
+
+    def _check_crash(self, iteration: int, crash: Exception) -> None:
+        """A crash inside `iteration`: the run ends in the diverged line when its state holds
+        NaN or infinite values, or when the crash says it met some (`diverged.crash_values`:
+        parameters finite but huge, as in the first iteration of a huge learning rate, overflow
+        in the next forward pass); any other crash is left as it is."""
+        if self.state is not None:
+            self._check_finite(iteration, self.state, crash)
+        if (values := diverged.crash_values(crash)) is not None:
+            self._close(FAILED)
+            raise RunError(diverged.diverged_line(self, iteration, [values]), FAILED) from crash
 
     def finish(self) -> int:
         """Closes TensorBoard and W&B, says where the run's files are, and gives back what the

@@ -4,13 +4,51 @@ tuners on a shared filesystem append to. Opened (and so checked) before anything
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+from cleanrl_utils.exits import DISK_EXIT
+from cleanrl_utils.output import cause
 from cleanrl_utils.tuner.state import TunerError
+
+# SQLite's primary result codes of a write the file system refused (extended codes add bits)
+SQLITE_DISK_CODES = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN)
 
 
 class StorageError(TunerError):
-    """A storage that cannot be opened; the message is the `error:` line."""
+    """A storage that cannot be opened; the message is the `error:` line, `code` the exit code
+    (2, or `DISK_EXIT` for a file storage the disk refuses)."""
+
+
+def disk_cause(exc: BaseException) -> str | None:
+    """Why a file storage's write failed, when the file system refused it (a full disk, a
+    read-only file system, a folder gone: any `OSError` of a journal, SQLite's full, I/O and
+    cannot-open errors, wrapped or not by SQLAlchemy), in words; None for any other error."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, OSError):
+            return cause(error)
+        code = getattr(error, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in SQLITE_DISK_CODES:
+            return f"{str(error).strip() or type(error).__name__} (SQLite)"
+        pending += [error.__cause__, error.__context__, getattr(error, "orig", None)]
+    return None
+
+
+def folder_missing(text: str, folder: Path, kind: str) -> StorageError:
+    """The error of a file storage (`kind`: journal, database) whose folder is not one: missing,
+    or something else (a file, a device) in its place."""
+    if folder.exists() or folder.is_symlink():
+        return StorageError(
+            f"--storage {text}: {folder} is not a folder, so it cannot hold the {kind} file"
+        )
+    what = "the journal's folder" if kind == "journal" else "the folder"
+    return StorageError(f"--storage {text}: {what} {folder} does not exist")
 
 
 def journal_path(text: str) -> str | None:
@@ -27,14 +65,16 @@ def check_folder(text: str) -> bool:
     for a file storage, False for a database server."""
     path = journal_path(text)
     if path is not None:
-        if not path or not Path(path).parent.is_dir():
-            raise StorageError(f"--storage {text}: the journal's folder does not exist")
+        if not path:
+            raise StorageError(f"--storage {text}: names no journal file")
+        if not Path(path).parent.is_dir():
+            raise folder_missing(text, Path(path).parent, "journal")
         return True
     url = sqlite_url(text)
     if url.startswith("sqlite:///"):
         folder = Path(url.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
-            raise StorageError(f"--storage {text}: the folder {folder} does not exist")
+            raise folder_missing(text, folder, "database")
         return True
     return False
 
@@ -73,7 +113,9 @@ def open_storage(text: str):
             # an open lock works on NFS too, where symlinks may not be atomic
             return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
         except OSError as e:
-            raise StorageError(f"--storage {text}: cannot open the journal: {e}") from None
+            raise StorageError(
+                f"--storage {text}: cannot open the journal: {cause(e)}", DISK_EXIT
+            ) from None
     text = sqlite_url(text)
     try:
         return optuna.storages.RDBStorage(
@@ -84,5 +126,7 @@ def open_storage(text: str):
             f"--storage {text}: needs the database driver {e.name!r} (pip install it)"
         ) from None
     except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors: unreachable, refused, bad URL)
+        if (why := disk_cause(e)) is not None:
+            raise StorageError(f"--storage {text}: cannot write there: {why}", DISK_EXIT) from None
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise StorageError(f"--storage {text}: cannot connect: {first}") from None

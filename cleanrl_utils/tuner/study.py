@@ -18,7 +18,14 @@ import optuna
 from optuna.trial import TrialState
 
 from cleanrl_utils.checks import folder_problem
-from cleanrl_utils.exits import DISK_EXIT, FAILED, INTERRUPTED, RunError, StopRequest
+from cleanrl_utils.exits import (
+    DISK_EXIT,
+    FAILED,
+    INTERRUPTED,
+    USAGE_ERROR,
+    RunError,
+    StopRequest,
+)
 from cleanrl_utils.folders import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
@@ -32,7 +39,7 @@ from cleanrl_utils.tuner.state import (
     TunerError,
     one_error_line,
 )
-from cleanrl_utils.tuner.storage import check_storage, open_storage
+from cleanrl_utils.tuner.storage import check_storage, disk_cause, open_storage
 from cleanrl_utils.tuner.trials import TrialRun, new_run_dir, stop_orphan, trial_exp_name
 
 POLL_S = 0.5
@@ -86,6 +93,22 @@ def open_study(storage, study_name: str, direction: str, sampler=None, pruner=No
         storage=storage, study_name=study_name, direction=direction, load_if_exists=True
     )
     return TunerStudy(study_name, storage, sampler, pruner)
+
+
+def open_study_in(storage_text: str, study_name: str, direction: str, sampler=None, pruner=None):
+    """`open_study` in the storage `--storage` names (`open_storage`); one that cannot take the
+    study raises `TunerError`: with `DISK_EXIT` when the file system refused the write (a full
+    disk, read-only), else 2."""
+    storage = open_storage(storage_text)
+    try:
+        return open_study(storage, study_name, direction, sampler, pruner)
+    except Exception as e:  # noqa: BLE001 (a storage error of any backend)
+        why = disk_cause(e)
+        raise TunerError(
+            f"cannot create or load the study {study_name!r} in {storage_text}: "
+            f"{e if why is None else why}",
+            USAGE_ERROR if why is None else DISK_EXIT,
+        ) from None
 
 
 def is_stale(worker: dict | None, me: dict) -> bool:
@@ -239,8 +262,8 @@ class Tuner:
         """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
         it cannot take files), the script's flags (the fixed ones and the search space's,
         against its `Args`), the env ids (the script's own check), the storage (opened last: a
-        new SQLite file is made only then). Ends the process with one `error:` line and exit
-        code 2. Returns the study."""
+        new SQLite file is made only then; 74 when the disk refuses it). Ends the process with
+        one `error:` line and exit code 2. Returns the study."""
         with one_error_line():
             return self.prepare()
 
@@ -263,13 +286,7 @@ class Tuner:
         check_flags(list(sampled), self.known_flags, s.script, "search space flag")
         if env_problems:
             raise TunerError(env_problems[0])
-        storage = open_storage(s.storage_text)
-        try:
-            return open_study(storage, s.study_name, s.direction, self.sampler, self.pruner)
-        except Exception as e:  # noqa: BLE001 (a storage error of any backend)
-            raise TunerError(
-                f"cannot create or load the study {s.study_name!r} in {s.storage_text}: {e}"
-            ) from None
+        return open_study_in(s.storage_text, s.study_name, s.direction, self.sampler, self.pruner)
 
     # -- the loop -----------------------------------------------------------------------------
 
