@@ -27,6 +27,7 @@ OUTPUTS = {
     "docs/throughput_table.md",  # `benchmark/throughput.py --markdown docs/throughput_table.md`
     "t.md",  # the same, in benchmark/throughput.py's docstring and docs/throughput.md
     "windows.md",  # one of the report tool's output files (`--windows`)
+    "evaluation.md",  # the report tool's evaluation paragraph (the paper kit)
     "trials.md",  # the tuner's table of a study's trials, in tuner_logs/STUDY/
     "trials.csv",  # the same table as CSV
 }
