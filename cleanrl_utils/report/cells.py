@@ -181,7 +181,7 @@ class Benchmark:
         # protocol -> (its aggregates or None, the lines on what was left out): `cli.read_report`
         self.aggregates: dict[str, tuple] = {}
         # one colour per method in every figure of every protocol
-        self.colors = colors_of(run.script for run in runs if run.script is not None)
+        self.colors = colors_of(run.script for run in self.reported)
         for part in self.parts:
             part.colors = self.colors
 
