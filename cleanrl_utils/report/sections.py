@@ -138,7 +138,8 @@ def comparison_section(report: Report) -> str:
     published = load_published()
     rows, runtime_rows = [], []
     for (script, env_id), cell in sorted(report.cells.items()):
-        ref = published.get((script, env_id))
+        # by the runs' exp name: a `--label` or a variant keeps its published counterpart
+        ref = published.get((cell.runs[0].exp_name, env_id))
         if ref is None:
             continue
         steps = sorted({r.last_step for r in cell.runs})
@@ -178,7 +179,8 @@ def comparison_section(report: Report) -> str:
                     f"{ours_min / ref['runtime_minutes']:.1f}x",
                 ]
             )
-    unmatched = sorted({s for s, _ in report.cells} - {s for s, _ in published})
+    named = {script: cell.runs[0].exp_name for (script, _), cell in report.cells.items()}
+    unmatched = sorted(s for s, exp in named.items() if exp not in {p for p, _ in published})
     for script in unmatched:
         report.notes.append(f"comparison: no published numbers for {script}")
     if not rows:
