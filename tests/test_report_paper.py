@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_report import expect_usage_error, make_run, run_report, table_rows
+from report_testing import expect_usage_error, make_run, run_report, table_rows
 
 from cleanrl_utils.report.style import PALETTE, colors_of, preferred_color
 
