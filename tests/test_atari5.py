@@ -166,6 +166,9 @@ def test_sets_mix_with_plain_ids_and_unknown_sets_are_named():
     assert ids == ["Pong-v5", "Assault-v5", "MsPacman-v5", "YarsRevenge-v5"]
     assert len(lines) == 1
     assert atari5.expand_env_ids(["Pong-v5"], "python x.py") == (["Pong-v5"], [])
+    ids, lines = atari5.expand_env_ids(["atari5", "atari10", "Qbert-v5"], "python x.py")
+    assert len(ids) == 10 and len(lines) == 2  # games of both sets once
+    assert atari5.expand_env_ids(["Pong-v5", "Pong-v5"], "x")[0] == ["Pong-v5", "Pong-v5"]
     with pytest.raises(ValueError, match="unknown game set 'atari7'.*atari5, atari3-val"):
         atari5.expand_env_ids(["atari7"], "python x.py")
     for plain in ("ALE/Pong-v5", "Atari5", "atari-v5"):

@@ -211,14 +211,17 @@ def is_set_name(word: str) -> bool:
 def expand_env_ids(env_ids: Sequence[str], command: str) -> tuple[list[str], list[str]]:
     """(the env ids with each game set replaced by its games in the script's id style, a line per
     set used: `--env-ids atari5: BattleZone-v5 DoubleDunk-v5 ...`). Plain ids are kept as given;
-    a game already listed is not repeated. ValueError (one line naming the sets) for an unknown
+    a game that a set brings twice (or a set and a plain id) is kept once, a plain id given twice
+    stays twice (for the caller to refuse). ValueError (one line naming the sets) for an unknown
     set."""
     style = env_id_style(command)
     out: list[str] = []
+    from_sets: set[str] = set()
     lines: list[str] = []
     for word in env_ids:
         if not is_set_name(word):
-            out.append(word)
+            if word not in from_sets:
+                out.append(word)
             continue
         if word not in GAME_SETS:
             raise ValueError(
@@ -226,6 +229,6 @@ def expand_env_ids(env_ids: Sequence[str], command: str) -> tuple[list[str], lis
             )
         ids = [style.format(game=g) for g in GAME_SETS[word]]
         lines.append(f"--env-ids {word}: {' '.join(ids)}")
-        out += ids
-    seen: set[str] = set()
-    return [e for e in out if not (e in seen or seen.add(e))], lines
+        out += [e for e in ids if e not in out]
+        from_sets.update(ids)
+    return out, lines
