@@ -103,6 +103,8 @@ def test_cleanrl_table_true_median_and_the_estimates():
     ppo2 = {g: (v[1] - human[g][0]) / (human[g][1] - human[g][0]) for g, v in rows.items()}
     assert round(100 * float(np.median(list(ppo2.values()))), 1) == 79.6
     assert round(atari5.estimate("atari5", ppo2), 1) == 68.0
+    ppo2_fit = {g: atari5.hns_fit(g, rows[g][1]) for g in atari5.GAME_SETS["atari5"]}
+    assert round(atari5.estimate("atari5", ppo2_fit), 1) == 68.1
 
 
 def test_interval_of_equal_seeds_has_no_width():
