@@ -788,6 +788,66 @@ def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, 
     assert "the loss is NaN" in log.read_text()
 
 
+# a script that writes, without training, one return per game and seed: the game's random score
+# plus (seed / 2) of its human-random gap in the Atari-5 fit's table (atari5_fit_scores.csv)
+ATARI3_VAL_SCRIPT = """import json, sys, time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+FIT = {"Assault-v5": (222.39, 742.0), "MsPacman-v5": (307.3, 6951.6), "YarsRevenge-v5": (3092.91, 54576.9)}
+
+
+@dataclass
+class Args:  # the flags the tuner checks its search space against
+    learning_rate: float = 2.5e-4
+    env_id: str = "Assault-v5"
+    seed: int = 1
+    exp_name: str = "fake"
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    env_id, seed = argv[argv.index("--env-id") + 1], int(argv[argv.index("--seed") + 1])
+    exp_name = argv[argv.index("--exp-name") + 1]
+    run = Path("runs") / f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"args": {"total_timesteps": 10}}))
+    random, human = FIT[env_id]
+    value = summary_pb2.Summary.Value(tag="charts/episodic_return", simple_value=random + (human - random) * seed / 2)
+    writer = EventFileWriter(str(run))
+    writer.add_event(event_pb2.Event(wall_time=time.time(), step=10, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+"""
+
+
+def test_a_study_on_atari3_val_maximises_the_atari3_val_estimate(tmp_path, monkeypatch, capsys):
+    # one trial of 3 games x 1 seed, each run a tiny process: the objective is the model on the
+    # games' HNS, 0.5 each (the mean over seeds: test_the_atari3_val_objective_is_...)
+    from cleanrl_utils.report import atari5
+    from cleanrl_utils.tuner import Tuner
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fake.py").write_text(ATARI3_VAL_SCRIPT)
+    tuner = Tuner(
+        script="fake.py",
+        params_fn=learning_rate,
+        storage="sqlite:///tuner.db",
+        study_name="atari3val",
+        env_ids=["Assault-v5", "MsPacman-v5", "YarsRevenge-v5"],
+        aggregation_type="atari3-val",
+        pruner=optuna.pruners.NopPruner(),
+    )
+    best = tuner.tune(num_trials=1, num_seeds=1)  # the best trial
+    expected = atari5.estimate("atari3-val", {g: 0.5 for g in atari5.GAME_SETS["atari3-val"]})
+    assert best.value == pytest.approx(expected, rel=1e-6)
+    out = capsys.readouterr().out
+    assert "objective: maximize the Atari-3-Val estimate (%) of the 57-game median" in out
+    assert "benchmark: python -m cleanrl_utils.benchmark --env-ids atari5 " in out
+
+
 def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monkeypatch, capsys):
     from cleanrl_utils.tuner import Tuner
 

@@ -209,6 +209,8 @@ def print_best(settings: Settings, study):
     print(f"best trial: {best.number}, objective {best.value:.6g}")
     print(f"  one run:   {command} --env-id {shlex.quote(s.env_ids[0])} --seed 1")
     env_ids = " ".join(shlex.quote(e) for e in s.env_ids)
+    if s.aggregation_type == "atari3-val":  # tuned on Atari-3-Val: reported on Atari-5
+        env_ids = "atari5"
     print(
         f"  benchmark: python -m cleanrl_utils.benchmark --env-ids {env_ids} --num-seeds 3 "
         f"--workers 1 --command {shlex.quote(command)}",
