@@ -619,11 +619,33 @@ def test_help_names_the_command_as_it_is_typed(tmp_path):
         (["--slurm-total-cpus", "0"], "--slurm-total-cpus must be positive, got 0"),
         (["--env-ids", "../escaped"], "--env-ids: '../escaped' can never be an env id"),
         (["--env-ids", "/tmp/x"], "--env-ids: '/tmp/x' can never be an env id"),
+        (["--env-ids", "atari7"], "unknown game set 'atari7' (the sets: atari5, atari3-val,"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, monkeypatch, capsys, flags, message):
     monkeypatch.chdir(tmp_path)
     assert message in expect_usage_error(["--workers", "1", *flags, "--no-auto-tag"], capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "script, style",
+    [("cleanrl/ppo_atari_envpool.py", "{}-v5"), ("cleanrl/ppo_atari_lstm.py", "{}NoFrameskip-v4")],
+)
+def test_a_game_set_runs_its_games_in_the_scripts_id_style(
+    tmp_path, monkeypatch, capsys, script, style
+):
+    # in-process, printing only: a set mixed with a plain id, the expansion printed on one line
+    monkeypatch.chdir(tmp_path)
+    command = f"python {script} --total-timesteps 10"
+    argv = ["--env-ids", "Pong-v5", "atari5", "--num-seeds", "1", "--workers", "0"]
+    assert benchmark.main([*argv, "--command", command, "--no-auto-tag"]) == 0
+    out = capsys.readouterr().out
+    games = ["BattleZone", "DoubleDunk", "NameThisGame", "Phoenix", "Qbert"]
+    ids = [style.format(game) for game in games]
+    assert f"--env-ids atari5: {' '.join(ids)}\n" in out
+    printed = out.split("======= commands to run:\n")[1].splitlines()[:6]
+    assert printed == [f"{command} --env-id {e} --seed 1" for e in ["Pong-v5", *ids]]
     assert list(tmp_path.iterdir()) == []
 
 

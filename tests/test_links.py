@@ -35,6 +35,9 @@ OUTPUTS = {
 ELSEWHERE = {
     ("cleanrl_utils/data/atari_human_random_scores.csv", "atari_data.py"),  # rliable's
     ("README.md", "ppo_atari_multigpu.py"),  # CleanRL's, in "What is not here"
+    # the Atari-5 paper's code (maitchison/Atari-5): the data its models were fitted on
+    ("cleanrl_utils/data/atari5_fit_scores.csv", "dataset.csv"),
+    ("cleanrl_utils/report/atari5.py", "dataset.csv"),
     # a Hugging Face Hub repository of CleanRL's (entity/name), not a path of ours
     ("docs/sharing.md", "cleanrl/Breakout-v5-ppo_atari_envpool_xla_jax_scan-seed1"),
 }

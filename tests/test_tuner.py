@@ -16,6 +16,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scripts_testing import (
     PPO_ATARI_ENVPOOL,
@@ -386,6 +387,12 @@ def ctrl_c_then_kill_then_resume(tmp_path: Path, suspended: list[int]) -> None:
     [
         (["--param", "learning-rate=uniform:1e-3:1e-4"], "the range is empty"),
         (["--param", "num-minibatches=categorical:"], "the categorical range is empty"),
+        (["--env-ids", "atari3"], "unknown game set 'atari3' (the sets: atari5, atari3-val"),
+        (
+            ["--env-ids", "Assault-v5", "--aggregation", "atari3-val"],
+            "--aggregation atari3-val needs --env-ids with its games, missing MsPacman, "
+            "YarsRevenge (e.g. --env-ids atari3-val)",
+        ),
         (
             ["--storage", "sqlite:////no/such/folder/t.db"],
             "the folder /no/such/folder does not exist",
@@ -515,6 +522,48 @@ def test_scores_are_normalised_per_game_aggregated_over_games_then_averaged_over
     assert aggregate(scores, "average") == pytest.approx((4.0 + 0.0) / 2)
     iqm = {("A", 1): 0.0, ("B", 1): 1.0, ("C", 1): 2.0, ("D", 1): 100.0}
     assert aggregate(iqm, "iqm") == pytest.approx(1.5)  # the middle half of 4 games
+
+
+def test_the_atari3_val_objective_is_the_estimate_of_the_games_means_over_seeds():
+    from cleanrl_utils.report import atari5
+    from cleanrl_utils.tuner.scores import Normalizer, aggregate
+
+    ids = ["Assault-v5", "MsPacman-v5", "YarsRevenge-v5", "Pong-v5"]  # Pong: not in the model
+    norm = Normalizer.make(ids, None, "auto").for_estimate("atari3-val")
+    assert norm("YarsRevenge-v5", 3092.91) == 0.0  # the fit's random score, not the table's 3092.9
+    assert norm("Pong-v5", -20.7) == 0.0  # the other games keep the project's table
+    returns = {"Assault-v5": [800.0, 1200.0], "MsPacman-v5": [900.0, 700.0]}
+    returns |= {"YarsRevenge-v5": [9000.0, 5000.0], "Pong-v5": [-21.0, -19.0]}
+    scores = {(e, seed): norm(e, r) for e, rs in returns.items() for seed, r in zip((1, 2), rs)}
+    expected = atari5.estimate_with_interval("atari3-val", returns, reps=10)[0]
+    assert aggregate(scores, "atari3-val") == pytest.approx(expected)
+    # by hand: the model on each game's mean HNS (in percent), no intercept
+    means = {g: (np.mean(returns[f"{g}-v5"]) - r) / (h - r) for g, (r, h) in fit_scores().items()}
+    y = sum(c * np.log10(1 + 100 * means[g]) for g, c in atari5.COEFFICIENTS["atari3-val"].items())
+    assert aggregate(scores, "atari3-val") == pytest.approx(10**y - 1)
+    # an intermediate value (games not scored yet count as random play): a lower bound
+    only_assault = {k: v for k, v in scores.items() if k[0] == "Assault-v5"}
+    assert 0 < aggregate(only_assault, "atari3-val") < aggregate(scores, "atari3-val")
+    assert aggregate({("Pong-v5", 1): 1.0}, "atari3-val") is None
+
+
+def fit_scores() -> dict[str, tuple[float, float]]:
+    from cleanrl_utils.report import atari5
+
+    fit = atari5.load_fit_scores()
+    return {g: fit[g] for g in atari5.GAME_SETS["atari3-val"]}
+
+
+def test_an_estimate_objective_needs_human_normalised_games():
+    from cleanrl_utils.tuner.scores import Normalizer
+
+    ids = ["Assault-v5", "MsPacman-v5", "YarsRevenge-v5"]
+    with pytest.raises(ValueError, match="human-normalises MsPacman-v5, not with target scores"):
+        Normalizer.make(ids, {"MsPacman-v5": [0, 1]}, "auto").for_estimate("atari3-val")
+    with pytest.raises(ValueError, match="not with --normalization none"):
+        Normalizer.make(ids, None, "none").for_estimate("atari3-val")
+    with pytest.raises(ValueError, match="missing BattleZone, DoubleDunk"):
+        Normalizer.make(ids, None, "auto").for_estimate("atari5")
 
 
 def test_games_that_cannot_share_a_scale_are_refused():
@@ -737,6 +786,66 @@ def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, 
     assert re.search(first, line), line
     (log,) = (tmp_path / "tuner_logs/fails/trial_0000").iterdir()
     assert "the loss is NaN" in log.read_text()
+
+
+# a script that writes, without training, one return per game and seed: the game's random score
+# plus (seed / 2) of its human-random gap in the Atari-5 fit's table (atari5_fit_scores.csv)
+ATARI3_VAL_SCRIPT = """import json, sys, time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+FIT = {"Assault-v5": (222.39, 742.0), "MsPacman-v5": (307.3, 6951.6), "YarsRevenge-v5": (3092.91, 54576.9)}
+
+
+@dataclass
+class Args:  # the flags the tuner checks its search space against
+    learning_rate: float = 2.5e-4
+    env_id: str = "Assault-v5"
+    seed: int = 1
+    exp_name: str = "fake"
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    env_id, seed = argv[argv.index("--env-id") + 1], int(argv[argv.index("--seed") + 1])
+    exp_name = argv[argv.index("--exp-name") + 1]
+    run = Path("runs") / f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"args": {"total_timesteps": 10}}))
+    random, human = FIT[env_id]
+    value = summary_pb2.Summary.Value(tag="charts/episodic_return", simple_value=random + (human - random) * seed / 2)
+    writer = EventFileWriter(str(run))
+    writer.add_event(event_pb2.Event(wall_time=time.time(), step=10, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+"""
+
+
+def test_a_study_on_atari3_val_maximises_the_atari3_val_estimate(tmp_path, monkeypatch, capsys):
+    # one trial of 3 games x 1 seed, each run a tiny process: the objective is the model on the
+    # games' HNS, 0.5 each (the mean over seeds: test_the_atari3_val_objective_is_...)
+    from cleanrl_utils.report import atari5
+    from cleanrl_utils.tuner import Tuner
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fake.py").write_text(ATARI3_VAL_SCRIPT)
+    tuner = Tuner(
+        script="fake.py",
+        params_fn=learning_rate,
+        storage="sqlite:///tuner.db",
+        study_name="atari3val",
+        env_ids=["Assault-v5", "MsPacman-v5", "YarsRevenge-v5"],
+        aggregation_type="atari3-val",
+        pruner=optuna.pruners.NopPruner(),
+    )
+    best = tuner.tune(num_trials=1, num_seeds=1)  # the best trial
+    expected = atari5.estimate("atari3-val", {g: 0.5 for g in atari5.GAME_SETS["atari3-val"]})
+    assert best.value == pytest.approx(expected, rel=1e-6)
+    out = capsys.readouterr().out
+    assert "objective: maximize the Atari-3-Val estimate (%) of the 57-game median" in out
+    assert "benchmark: python -m cleanrl_utils.benchmark --env-ids atari5 " in out
 
 
 def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monkeypatch, capsys):

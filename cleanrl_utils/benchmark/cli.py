@@ -27,7 +27,19 @@ from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
 from cleanrl_utils.checks import check_output_folder, fail, parse_args
 from cleanrl_utils.exits import INTERRUPTED, entry_point
+from cleanrl_utils.report.atari5 import expand_env_ids
 from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
+
+
+def expand_game_sets(args: Args) -> None:
+    """Replaces each game set of --env-ids (`atari5`, `atari3-val`, `atari10`, `atari57`) by its
+    games in the id style of the script in --command, and prints what it became."""
+    try:
+        args.env_ids, lines = expand_env_ids(args.env_ids, args.command)
+    except ValueError as e:
+        fail(str(e))
+    for line in lines:
+        print(line)
 
 
 def check_args(args: Args) -> None:
@@ -64,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     """The launcher; returns its exit code: 0; 1 when a run failed; 130 after Ctrl-C. Bad input
     exits with code 2 before anything runs or is submitted."""
     args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])
+    expand_game_sets(args)
     check_args(args)
     log_dir = args.log_dir or Path("benchmark_logs") / time.strftime("%Y%m%d-%H%M%S")
     if args.slurm_template_path is None and args.workers > 0:

@@ -36,7 +36,7 @@ def env_id_problem(env_id: str) -> str | None:
 @dataclass
 class Args:
     env_ids: list[str] = field(default_factory=lambda: ["Breakout-v5"])
-    """the ids of the environments to run; `--env-id ENV_ID` is appended to the command"""
+    """the ids of the environments to run; `--env-id ENV_ID` is appended to the command; a game set (atari5, atari3-val, atari10, atari57) stands for its games in the script's id style (`-v5`, or `NoFrameskip-v4` for ppo_atari.py, ppo_atari_lstm.py, ppo_atari_multigpu.py)"""
     command: str = "python cleanrl/ppo_atari_envpool.py"
     """the command to run; `--env-id ENV_ID --seed SEED` is appended for every env id and seed"""
     num_seeds: int = 3

@@ -22,8 +22,11 @@ import tyro
 
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.exits import entry_point
+from cleanrl_utils.report.atari5 import expand_env_ids
 
 PROG = "python -m cleanrl_utils.tuner"
+# over games; or an Atari-5 model's estimate of the 57-game median (cleanrl_utils/report/atari5.py)
+Aggregation = Literal["average", "median", "iqm", "max", "min", "atari3-val", "atari5", "atari10"]
 
 
 @dataclass
@@ -31,7 +34,7 @@ class Args:
     script: str = "cleanrl/ppo_atari_envpool.py"
     """the training script to tune (a path); every flag is checked against its `Args` before any trial"""
     env_ids: list[str] = field(default_factory=lambda: ["Breakout-v5"])
-    """the games every trial runs (`--env-id`); the objective aggregates over them"""
+    """the games every trial runs (`--env-id`); the objective aggregates over them; a game set (atari5, atari3-val, atari10, atari57) stands for its games in the script's id style"""
     param: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """the search space, one `--param NAME=KIND:ARGS` per flag: uniform:LOW:HIGH, loguniform:LOW:HIGH, int:LOW:HIGH, logint:LOW:HIGH, categorical:A,B,C (e.g. learning-rate=loguniform:1e-5:1e-3)"""
     script_args: str = ""
@@ -56,8 +59,8 @@ class Args:
     """a run's score: the mean of the metric's last this many values"""
     normalization: Literal["auto", "human", "none"] = "auto"
     """each game's score: auto and human: human-normalised, (score - random) / (human - random), with cleanrl_utils/data/atari_human_random_scores.csv (auto: raw for games not in it); none: raw"""
-    aggregation: Literal["average", "median", "iqm", "max", "min"] = "average"
-    """how the games' normalised scores of one seed are combined (the seeds are then averaged)"""
+    aggregation: Aggregation = "average"
+    """how the games' normalised scores of one seed are combined (the seeds are then averaged); atari3-val, atari5, atari10: that model's estimate of the 57-game median human-normalised score, in percent, from its games' means over seeds (Aitchison et al. 2023, docs/atari5.md; --env-ids must hold its games: tune on atari3-val, report on atari5)"""
     direction: Literal["maximize", "minimize"] = "maximize"
     """maximize or minimize the objective"""
     sampler: Literal["tpe", "random"] = "tpe"
@@ -146,6 +149,12 @@ def make_tuner(args: Args):
         )
     if args.threads_per_run is not None and args.threads_per_run <= 0:
         fail(f"--threads-per-run must be positive, got {args.threads_per_run}")
+    try:
+        args.env_ids, lines = expand_env_ids(args.env_ids, args.script)
+    except ValueError as e:
+        fail(str(e))
+    for line in lines:
+        print(line)
     if not args.env_ids:
         fail("--env-ids needs at least one env id")
     try:

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from cleanrl_utils.folders import atomic_write_bytes
 from cleanrl_utils.report.tables import markdown_table
 from cleanrl_utils.sweeps import report_command
+from cleanrl_utils.tuner.scores import ESTIMATES, aggregation_words
 from cleanrl_utils.tuner.state import Settings, TrialRecord
 
 HEADER = ["trial", "state", "objective", "flags", "runs", "note"]
@@ -126,7 +127,8 @@ def objective_label(settings: Settings) -> str:
     """What the objective is, in words: `average over games of human-normalised
     charts/episodic_return (last 50 values, mean over seeds)`."""
     s = settings
-    over = f"{s.aggregation_type} over games of " if len(s.env_ids) > 1 else ""
+    estimate = s.aggregation_type in ESTIMATES
+    over = f"{aggregation_words(s.aggregation_type)} of " if len(s.env_ids) > 1 or estimate else ""
     scale = "" if s.normalizer.scale == "raw" else f"{s.normalizer.scale} "
     return (
         f"{over}{scale}{s.metric}\n(last {s.metric_last_n_average_window} values, mean over seeds)"
@@ -207,6 +209,8 @@ def print_best(settings: Settings, study):
     print(f"best trial: {best.number}, objective {best.value:.6g}")
     print(f"  one run:   {command} --env-id {shlex.quote(s.env_ids[0])} --seed 1")
     env_ids = " ".join(shlex.quote(e) for e in s.env_ids)
+    if s.aggregation_type == "atari3-val":  # tuned on Atari-3-Val: reported on Atari-5
+        env_ids = "atari5"
     print(
         f"  benchmark: python -m cleanrl_utils.benchmark --env-ids {env_ids} --num-seeds 3 "
         f"--workers 1 --command {shlex.quote(command)}",

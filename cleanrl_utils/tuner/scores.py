@@ -1,5 +1,7 @@
 """A trial's objective: each run's metric read back from its TensorBoard events, averaged over
-the last values, normalised per game and aggregated over games, then averaged over seeds."""
+the last values, normalised per game and aggregated over games, then averaged over seeds; or,
+with the aggregations `atari5`, `atari3-val` and `atari10`, that model's estimate of the 57-game
+median human-normalised score (`cleanrl_utils/report/atari5.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils.report import atari5
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.stats import game_name, load_human_random, trimmed_mean
 
@@ -21,6 +24,9 @@ AGGREGATIONS = {
     "max": np.max,
     "min": np.min,
 }
+# the Atari-5 paper's models (Aitchison, Sweetser and Hutter, ICML 2023): the objective is the
+# model's estimate of the 57-game median HNS, in percent, over the model's games
+ESTIMATES = atari5.MODELS
 NORMALIZATIONS = ("auto", "human", "none")
 
 
@@ -111,6 +117,28 @@ class Normalizer:
         low, high = bound
         return (score - low) / (high - low)
 
+    def for_estimate(self, model: str) -> Normalizer:
+        """This normaliser with the games of an Atari-5 `model` human-normalised as the model was
+        fitted (`atari5.hns_fit`); raises ValueError when a game of the model is missing or is
+        not human-normalised (target scores, `none`)."""
+        if missing := atari5.missing_games(model, self.bounds):
+            raise ValueError(
+                f"--aggregation {model} needs --env-ids with its games, missing "
+                f"{', '.join(missing)} (e.g. --env-ids {model})"
+            )
+        fit, human = atari5.load_fit_scores(), load_human_random()
+        bounds = dict(self.bounds)
+        for env_id, bound in self.bounds.items():
+            game = game_name(env_id)
+            if game in atari5.COEFFICIENTS[model]:
+                if bound != human[game]:
+                    how = "--normalization none" if bound is None else "target scores"
+                    raise ValueError(
+                        f"--aggregation {model} human-normalises {env_id}, not with {how}"
+                    )
+                bounds[env_id] = fit[game]
+        return Normalizer(bounds, self.scale)
+
     def describe(self) -> str:
         if all(b is None for b in self.bounds.values()):
             return "the raw metric"
@@ -120,9 +148,35 @@ class Normalizer:
         )
 
 
+def estimate_objective(scores: Mapping[tuple[str, int], float], model: str) -> float | None:
+    """The estimate (percent) of an Atari-5 `model` from (env id, seed) -> human-normalised score
+    (normalised as the model was fitted, `Normalizer.for_estimate`): the model applied to each
+    game's mean over the seeds scored so far, as the paper applies it to an algorithm's per-game
+    scores. A game of the model with no score yet counts as random play (0): an intermediate value
+    is then a lower bound, the same for every trial at the same mark, so the pruner compares like
+    with like. None when no game of the model has a score."""
+    games = atari5.COEFFICIENTS[model]
+    by_game: dict[str, list[float]] = {}
+    for (env_id, _), value in scores.items():
+        by_game.setdefault(game_name(env_id), []).append(value)
+    if not any(g in by_game for g in games):
+        return None
+    return atari5.estimate(model, {g: float(np.mean(by_game.get(g, [0.0]))) for g in games})
+
+
+def aggregation_words(aggregation: str) -> str:
+    """`average over games` or `Atari-3-Val estimate (%) of the 57-game median, from games`."""
+    if aggregation in ESTIMATES:
+        return f"{atari5.NAMES[aggregation]} estimate (%) of the 57-game median, from games"
+    return f"{aggregation} over games"
+
+
 def aggregate(scores: Mapping[tuple[str, int], float], aggregation: str) -> float | None:
     """The objective of (env id, seed) -> normalised score: per seed, the aggregation over the
-    games that seed has a score for; then the mean over seeds (as CleanRL)."""
+    games that seed has a score for; then the mean over seeds (as CleanRL). An Atari-5 model's
+    name (`ESTIMATES`): its estimate, `estimate_objective`."""
+    if aggregation in ESTIMATES:
+        return estimate_objective(scores, aggregation)
     fn = AGGREGATIONS[aggregation]
     seeds = sorted({seed for _, seed in scores})
     per_seed = [float(fn([v for (_, s), v in scores.items() if s == seed])) for seed in seeds]

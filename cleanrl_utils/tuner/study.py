@@ -30,7 +30,7 @@ from cleanrl_utils.folders import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
-from cleanrl_utils.tuner.scores import AGGREGATIONS, Normalizer
+from cleanrl_utils.tuner.scores import AGGREGATIONS, ESTIMATES, Normalizer, aggregation_words
 from cleanrl_utils.tuner.space import as_flags, check_flags, fixed_flag_names, probe_script
 from cleanrl_utils.tuner.state import (
     RunRecord,
@@ -161,7 +161,9 @@ class Tuner:
         """CleanRL's arguments: `script` (a path), `metric` (a TensorBoard tag), `target_scores`
         ({env id: [min, max] or None}; its keys are the env ids when `env_ids` is not given),
         `params_fn(trial)` (returns {flag: value}), `direction`, `aggregation_type` (`average`,
-        `median`, `iqm`, `max`, `min`: over games), `metric_last_n_average_window`, `sampler`,
+        `median`, `iqm`, `max`, `min`: over games; this project's `atari5`, `atari3-val`,
+        `atari10`: that model's estimate of the 57-game median HNS in percent, from its games,
+        human-normalised as the model was fitted), `metric_last_n_average_window`, `sampler`,
         `pruner` (None: Optuna's default, the median pruner), `storage` (an RDB URL, a journal
         file `*.log` or `journal:PATH`), `study_name` (default `tuner_{unix time}`),
         `wandb_kwargs` (`project`, `entity`: the runs are tracked with `--track`).
@@ -178,9 +180,10 @@ class Tuner:
             raise TunerError("no search space (params_fn): every trial would run the same flags")
         if direction not in ("maximize", "minimize"):
             raise TunerError(f"direction must be maximize or minimize, got {direction!r}")
-        if aggregation_type not in AGGREGATIONS:
+        if aggregation_type not in (*AGGREGATIONS, *ESTIMATES):
             raise TunerError(
-                f"unknown aggregation type {aggregation_type!r} (one of {', '.join(AGGREGATIONS)})"
+                f"unknown aggregation type {aggregation_type!r} "
+                f"(one of {', '.join((*AGGREGATIONS, *ESTIMATES))})"
             )
         if metric_last_n_average_window <= 0:
             raise TunerError("metric_last_n_average_window must be positive")
@@ -207,6 +210,8 @@ class Tuner:
             raise TunerError(f"env ids repeated: {env_ids}")
         try:
             normalizer = Normalizer.make(env_ids, target_scores, normalization)
+            if aggregation_type in ESTIMATES:
+                normalizer = normalizer.for_estimate(aggregation_type)
         except ValueError as e:
             raise TunerError(str(e)) from None
         script_args = script_args.split() if isinstance(script_args, str) else list(script_args)
@@ -311,7 +316,7 @@ class Tuner:
             f"======= study {s.study_name!r} in {s.storage_text}: {num_trials} trials of "
             f"{len(s.env_ids)} env ids x {num_seeds} seeds, {self.workers} at a time, "
             f"{self.threads_per_run} threads per run; logs in {s.log_dir}/\n"
-            f"objective: {s.direction} the {s.aggregation_type} over games of "
+            f"objective: {s.direction} the {aggregation_words(s.aggregation_type)} of "
             f"{s.metric} (last {s.metric_last_n_average_window} values), normalised: "
             f"{s.normalizer.describe()}",
             flush=True,
