@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from report_testing import expect_usage_error, make_run, run_report, table_rows
 
@@ -318,3 +319,54 @@ def test_a_run_below_its_budget_is_marked_in_the_legend(tmp_path):
     assert run_report(out, root, extra=flags) == 0
     text = svg_text(out / "curves_ppo_atari_envpool_machado.svg")
     assert "ppo_atari_envpool (mean of 2 seeds; 1 unfinished)" in text
+
+
+def test_the_report_estimates_the_57_game_median_from_atari5_as_a_hand_computation(
+    tmp_path, capsys
+):
+    """Atari-5's five games, two seeds each: the report's estimate is the model applied by hand
+    (the fit's random and human scores, each game's mean over seeds, below random clipped), in
+    aggregate.md, the paragraph, the LaTeX table and the console; a method with four of the five
+    games gets no estimate and a note naming the fifth."""
+    import csv
+
+    from cleanrl_utils.report.atari5 import COEFFICIENTS, FIT_SCORES
+
+    lines = [line for line in FIT_SCORES.read_text().splitlines() if not line.startswith("#")]
+    fit = {row["game"]: row for row in csv.DictReader(lines)}
+    root = tmp_path / "runs"
+    returns = {
+        "BattleZone": (3000.0, 5000.0),
+        "DoubleDunk": (-20.0, -19.0),  # below random: clipped to 0
+        "NameThisGame": (3000.0, 3500.0),
+        "Phoenix": (1500.0, 1700.0),
+        "Qbert": (600.0, 800.0),
+    }
+    y = 0.0
+    for game, seeds in returns.items():
+        for seed, value in enumerate(seeds, 1):
+            make_run(root, "ppo_atari_envpool", f"{game}-v5", seed, [value] * 3)
+            if game != "Qbert":
+                make_run(root, "short", f"{game}-v5", seed, [value] * 3)
+        random, human = float(fit[game]["random"]), float(fit[game]["human"])
+        hns = (np.mean(seeds) - random) / (human - random)
+        y += COEFFICIENTS["atari5"][game] * np.log10(1 + max(100 * hns, 0.0))
+    by_hand = f"{10**y - 1:.1f}%"
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert run_report(out, root, extra=("--bootstrap-samples", "200")) == 0
+    console = capsys.readouterr().out
+    assert f"ppo_atari_envpool: the 57-game median estimated by Atari-5: {by_hand} [" in console
+    rows = table_rows((out / "aggregate.md").read_text().split("estimated from a few games")[1])
+    (row,) = [r for r in rows if r[0] == "ppo_atari_envpool"]
+    assert row[1] == "Atari-5" and row[2].startswith(f"{by_hand} [") and row[3] == "± 10.4%"
+    assert "at small budgets it is an extrapolation" in (out / "aggregate.md").read_text()
+    assert f"ppo_atari_envpool {row[2]} by Atari-5" in (out / "evaluation.md").read_text()
+    point = by_hand.rstrip("%")
+    assert f"ppo\\_atari\\_envpool & Atari-5 & {point} [" in (out / "aggregate.tex").read_text()
+    assert "aitchison2023atari5" in (out / "references.bib").read_text()
+    assert (
+        "short: no Atari-5 estimate of the 57-game median: it lacks Qbert (it ran 4 of the set's "
+        "5 games)" in (out / "notes.md").read_text()
+    )
+    assert (out / "atari5.png").exists()

@@ -180,6 +180,8 @@ class Benchmark:
         }
         # protocol -> (its aggregates or None, the lines on what was left out): `cli.read_report`
         self.aggregates: dict[str, tuple] = {}
+        # protocol -> (its Atari-5 estimates, the lines on methods that lack games): the same
+        self.suites: dict[str, tuple] = {}
         # one colour per method in every figure of every protocol
         self.colors = colors_of(run.script for run in self.reported)
         for part in self.parts:

@@ -32,7 +32,7 @@ from cleanrl_utils.folders import file_name
 from cleanrl_utils.output import cause
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
 from cleanrl_utils.report.cells import Benchmark, Report
-from cleanrl_utils.report.figures import write_figures
+from cleanrl_utils.report.figures import PLOT_DPI, write_figures
 from cleanrl_utils.report.loading import find_run_dirs, load_runs
 from cleanrl_utils.report.options import DEFAULT_RUNS, Args
 from cleanrl_utils.report.paper import (
@@ -55,7 +55,8 @@ from cleanrl_utils.report.sections import (
     windows_section,
 )
 from cleanrl_utils.report.selection import Selection, parse_day, unmatched
-from cleanrl_utils.report.style import FIGURE_FORMATS, score_text
+from cleanrl_utils.report.style import FIGURE_FORMATS, save_figure, score_text
+from cleanrl_utils.report.suite import suite_estimates, suite_figure, suite_markdown
 from cleanrl_utils.report.variants import apply_labels, experiment_key, name_variants, parse_labels
 
 
@@ -88,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # (a full disk, a folder made read-only since the check)
             fail(f"--output-dir {out}: cannot write the report: {cause(exc)}", DISK_EXIT)
         print(fragments["returns.md"])
+        for protocol, (estimates, _) in report.suites.items():
+            for e in estimates:
+                print(
+                    f"protocol `{protocol}`: {e.method}: the 57-game median estimated by {e.name}: "
+                    f"{e.text()} (an extrapolation at small budgets: see aggregate.md)"
+                )
         for protocol, (agg, _) in report.aggregates.items():
             if agg is None:
                 print(skipped_aggregate(protocol, report.args))
@@ -177,6 +184,9 @@ def read_report(args: Command) -> Benchmark:
         fail(f"--label: two different experiments would both be named `{clash}`")
     bench = Benchmark(args, runs, notes)
     bench.aggregates = {part.protocol: compute(part) for part in bench.parts if part.cells}
+    bench.suites = {part.protocol: suite_estimates(part) for part in bench.parts if part.cells}
+    for protocol, (_, lines) in bench.suites.items():
+        bench.notes += [f"protocol `{protocol}`: {line}" for line in lines]
     for protocol, (agg, _) in bench.aggregates.items():
         if agg is None:  # said, not left to be noticed missing
             bench.notes.append(skipped_aggregate(protocol, args))
@@ -206,7 +216,7 @@ def write_report(bench: Benchmark) -> dict[str, str]:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     formats = figure_formats(args)
-    for kind in ("curves_", "estimates", "profiles", "improvement"):
+    for kind in ("curves_", "estimates", "profiles", "improvement", "atari5"):
         for fmt in FIGURE_FORMATS:
             for old in out.glob(f"{kind}*.{fmt}"):
                 old.unlink()
@@ -286,6 +296,8 @@ def write_report(bench: Benchmark) -> dict[str, str]:
     fragments["curves.md"] = curves
     if not bench.aggregates:
         bench.aggregates = {part.protocol: compute(part) for part in bench.parts if part.cells}
+    if not bench.suites:
+        bench.suites = {part.protocol: suite_estimates(part) for part in bench.parts if part.cells}
     aggregate = explanation(args, last_n)
     for report in (part for part in bench.parts if part.cells):
         agg, lines = bench.aggregates[report.protocol]
@@ -294,6 +306,21 @@ def write_report(bench: Benchmark) -> dict[str, str]:
             images = write_figures(agg, out, protocol_suffix(report), bench.notes, formats)
         aggregate += f"### Protocol `{report.protocol}`\n\n"
         aggregate += aggregate_markdown(agg, lines, images) + "\n"
+        estimates, missing = bench.suites[report.protocol]
+        aggregate += suite_markdown(report, estimates, missing)
+        if estimates and have_matplotlib:
+            stem = f"atari5{protocol_suffix(report)}"
+            try:
+                fig = suite_figure(estimates, report.colors, report.protocol)
+                try:
+                    name = save_figure(fig, out, stem, formats, PLOT_DPI)
+                finally:
+                    import matplotlib.pyplot as plt
+
+                    plt.close(fig)
+                aggregate += f"![the 57-game median, estimated]({name})\n\n"
+            except Exception as exc:  # a figure never takes the tables down with it
+                bench.notes.append(f"plot `{stem}` failed: {type(exc).__name__}: {exc}")
     fragments["aggregate.md"] = aggregate if bench.cells else "No runs.\n"
     if args.compare_published:
         fragments["comparison.md"] = comparisons(bench) if bench.cells else "No runs.\n"
@@ -341,7 +368,9 @@ def write_report(bench: Benchmark) -> dict[str, str]:
         fragments.pop("variants.md", None)
     if bench.cells:
         fragments["aggregate.tex"] = aggregate_tex(bench)
-        fragments["references.bib"] = references_bib()
+        fragments["references.bib"] = references_bib(
+            any(estimates for estimates, _ in bench.suites.values())
+        )
     for name, text in fragments.items():
         (out / name).write_text(text)
     write_csv(bench, out / "runs.csv")

@@ -15,9 +15,11 @@ from collections import defaultdict
 from cleanrl_utils import protocols
 from cleanrl_utils.folders import experiment_args
 from cleanrl_utils.report.aggregate import Aggregate, interval_text
+from cleanrl_utils.report.atari5 import BIBTEX
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.estimates import METRICS
 from cleanrl_utils.report.stats import mean_std
+from cleanrl_utils.report.suite import suite_latex, suite_sentence
 from cleanrl_utils.report.tables import fmt_steps, markdown_table, natural, plural
 from cleanrl_utils.report.variants import value_text
 
@@ -99,8 +101,10 @@ REFERENCES = {
 }
 
 
-def references_bib() -> str:
-    return "\n\n".join(entry for _, _, entry in REFERENCES.values()) + "\n"
+def references_bib(atari5: bool = False) -> str:
+    """The works the paragraph cites; Atari-5's paper too when the report has its estimate."""
+    entries = [entry for _, _, entry in REFERENCES.values()] + ([BIBTEX] if atari5 else [])
+    return "\n\n".join(entries) + "\n"
 
 
 def cite(name: str, latex: bool) -> str:
@@ -178,7 +182,7 @@ def games_of(report: Report) -> list[str]:
 
 
 def evaluation_paragraph(
-    report: Report, agg: Aggregate | None, lines: list[str], latex: bool
+    report: Report, agg: Aggregate | None, lines: list[str], latex: bool, suite: list = ()
 ) -> str:
     """The evaluation paragraph of one protocol's runs, its numbers those of aggregate.md (or,
     without an aggregate, of returns.md)."""
@@ -210,7 +214,7 @@ def evaluation_paragraph(
                     mean, std = mean_std(cell.finals)
                     cells.append(f"{method} {mean:.2f} ± {std:.2f}")
             per_game.append(f"{env_id}: {', '.join(cells)}")
-        return text + "; ".join(per_game) + "."
+        return text + "; ".join(per_game) + "." + suite_sentence(list(suite), latex)
     text += (
         f" Over the {plural(len(agg.games), 'game')} that every method ran, we report "
         f"human-normalised scores (with the random and human scores of "
@@ -240,7 +244,7 @@ def evaluation_paragraph(
             f" The probability that a run of {x} scores above a run of {y} on a game is "
             f"{interval_text((p, low, high))} ({verdict})."
         )
-    return text
+    return text + suite_sentence(list(suite), latex)
 
 
 def evaluation_md(bench: Benchmark) -> str:
@@ -256,9 +260,10 @@ def evaluation_md(bench: Benchmark) -> str:
         if not report.cells:
             continue
         agg, lines = bench.aggregates[report.protocol]
+        suite = bench.suites.get(report.protocol, ([], []))[0]
         text += f"### Protocol `{report.protocol}`\n\n"
-        text += evaluation_paragraph(report, agg, lines, latex=False) + "\n\n"
-        latex = latex_escape_text(evaluation_paragraph(report, agg, lines, latex=True))
+        text += evaluation_paragraph(report, agg, lines, False, suite) + "\n\n"
+        latex = latex_escape_text(evaluation_paragraph(report, agg, lines, True, suite))
         text += f"LaTeX (`\\usepackage{{natbib}}`):\n\n```latex\n{latex}\n```\n\n"
     return text
 
@@ -358,6 +363,8 @@ def aggregate_tex(bench: Benchmark) -> str:
                     "improvement.",
                     f"tab:improvement-{slug}",
                 )
+        suite = bench.suites.get(report.protocol, ([], []))[0]
+        text += suite_latex(suite, report.protocol, slug, booktabs, latex_escape)
         methods = report.scripts
         rows = []
         for env_id in games_of(report):
