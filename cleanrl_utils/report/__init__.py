@@ -3,7 +3,7 @@
 logs of finished runs, offline. One module per job:
 
 - `events`: reading event files (the TFRecord framing by hand, protobuf only where needed);
-- `runlogs`: run folders found, read back as `RunLog`s (script, env id, seed, status, numbers);
+- `loading`: run folders found, read back as `RunLog`s (script, env id, seed, status, numbers);
 - `selection`: the runs a report keeps (`--sweep`, `--exp-name`, `--env-id`, `--since`);
 - `stats`: mean ± std, learning curves and their bands, the reference scores;
 - `estimates`: rliable's statistics (interval estimates, performance profiles, probability of
@@ -13,6 +13,11 @@ logs of finished runs, offline. One module per job:
   grouped into cells and script sets, and the notes;
 - `sections`: the report's markdown sections; `plots`: the learning-curve PNGs;
 - `aggregate`: the human-normalised aggregates of a protocol; `figures`: their PNGs;
+- `variants`: a run's experiment: the variants of an exp name, `--label`;
+- `style`: one colour per method, the figure formats, how a run's score is said;
+- `atari5`: the Atari-5 models and game sets; `suite`: each method's 57-game estimate;
+- `paper`: the paper kit (`evaluation.md`, `aggregate.tex`, `references.bib`, the tables of
+  differing arguments and of software);
 - `options`: the flags (`Args`); `cli`: `main`, which reads the runs and writes every file.
 """
 
