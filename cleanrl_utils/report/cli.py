@@ -418,6 +418,7 @@ def write_csv(report: Benchmark, path: Path) -> None:
                 "protocol",
                 "sweep",
                 "path",
+                "exp_name",  # (`script` is its column: the exp name, a variant or a label)
             ]
         )
         for run in report.runs:
@@ -438,5 +439,6 @@ def write_csv(report: Benchmark, path: Path) -> None:
                     str(run.protocol.get("name")),
                     run.sweep or "",
                     run.where,
+                    run.exp_name or "",
                 ]
             )
