@@ -235,17 +235,23 @@ def test_the_paper_kit_has_the_numbers_of_aggregate_md(sweeps):
         assert f"{escaped} & {median} & {iqm} & {mean} & {gap} \\\\" in latex
     improvement = table_rows(aggregate.split("Probability of improvement P(X > Y)")[1])
     columns = improvement[0][1:]
-    for row in improvement[1:]:
-        x = row[0].strip("*")
-        for y, value in zip(columns, row[1:]):
-            if x != y and columns.index(y) > columns.index(x):
-                assert f"a run of {x} scores above a run of {y} on a game is {value}" in paragraph
+    table = {(r[0].strip("*"), y): v for r in improvement[1:] for y, v in zip(columns, r[1:])}
+    said = re.findall(
+        r"a run of (.+?) scores above a run of (.+?) on a game is ([^(]+) \(", paragraph
+    )
+    assert len(said) == 2  # one pair, in markdown and in LaTeX
+    x, y, value = said[0]
+    assert (x, y) == (HIGH, BASE) and value == table[HIGH, BASE]  # said of the better one
+    assert float(value.split()[0]) > 0.5
     assert (
         "under the protocol of Machado et al. (2018): sticky actions with probability 0.25, the "
         "full action set of 18 actions, no loss-of-life signal, no no-op starts and games cut at "
         "27,000 agent steps (108,000 frames)" in paragraph
     )
-    assert "the score of a run is the mean of its last 20 games" in paragraph
+    assert (
+        "the score of a run is the mean return of all its training games (20 games a run: fewer "
+        "than 100)" in paragraph
+    )
     assert "\\citet{machado2018revisiting}" in paragraph and "\\citep{agarwal2021deep}" in paragraph
     for table in ("tab:aggregates-machado", "tab:improvement-machado", "tab:returns-machado"):
         assert f"\\label{{{table}}}" in latex

@@ -19,6 +19,7 @@ from cleanrl_utils.report.atari5 import BIBTEX
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.estimates import METRICS
 from cleanrl_utils.report.stats import mean_std
+from cleanrl_utils.report.style import games_counted
 from cleanrl_utils.report.suite import suite_latex, suite_sentence
 from cleanrl_utils.report.tables import fmt_steps, markdown_table, natural, plural
 from cleanrl_utils.report.variants import value_text
@@ -162,6 +163,22 @@ def protocol_sentence(report: Report, latex: bool) -> str:
     return f"under these settings: {settings}"
 
 
+def score_sentence(report: Report) -> str:
+    """What a run's score is, for the paragraph, with the games the runs really had."""
+    last_n = report.args.last_n
+    counted = games_counted(report.reported, last_n)
+    if counted is None or counted == (last_n, last_n):
+        return f"the mean return of its last {last_n} training games"
+    low, high = counted
+    games = f"{low} games a run" if low == high else f"{low} to {high} games a run"
+    if high < last_n:
+        return f"the mean return of all its training games ({games}: fewer than {last_n})"
+    return (
+        f"the mean return of its last {last_n} training games, or of all of them for a run with "
+        f"fewer ({games})"
+    )
+
+
 def budget_text(report: Report) -> str:
     steps = sorted({run.last_step for run in report.reported})
     frames = " / ".join(fmt_steps(s * FRAME_SKIP) for s in steps)
@@ -195,8 +212,8 @@ def evaluation_paragraph(
         f"{protocol_sentence(report, latex)}; rewards are clipped to their sign for training "
         "only. The agents are PPO " + cite("schulman", latex) + " in CleanRL's implementation "
         f"{cite('huang', latex)}. Each method is trained for {budget_text(report)} with "
-        f"{seeds_text(report)}; the score of a run is {report.score} of training (the game "
-        "score over all lives)."
+        f"{seeds_text(report)}; the score of a run is {score_sentence(report)} (the game score "
+        "over all lives)."
     )
     level = f"{100 * args.confidence:g}%"
     if agg is None:
@@ -232,13 +249,15 @@ def evaluation_paragraph(
             f"{interval_text(est['optimality_gap'])}; {plural(agg.runs(method), 'run')})."
         )
     for x, y in itertools.combinations(agg.scripts, 2):
+        if agg.improvement[x, y][0] < 0.5:  # said of the better one: P(Y > X) above 0.5
+            x, y = y, x
         p, low, high = agg.improvement[x, y]
         verdict = (
-            "a meaningful improvement in the sense of Agarwal et al."
+            "a meaningful improvement in the sense of Agarwal et al.: the interval's lower end "
+            "is above 0.5"
             if low > 0.5
-            else "a meaningful improvement of the second in the sense of Agarwal et al."
-            if high < 0.5
-            else "no meaningful difference: the interval holds 0.5"
+            else "not a meaningful improvement in the sense of Agarwal et al.: the interval "
+            "holds 0.5"
         )
         text += (
             f" The probability that a run of {x} scores above a run of {y} on a game is "

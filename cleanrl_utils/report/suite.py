@@ -55,8 +55,9 @@ def returns_by_game(report: Report, method: str) -> dict[str, np.ndarray]:
 
 def suite_estimates(report: Report) -> tuple[list[SuiteEstimate], list[str]]:
     """The estimates of every method of `report` and model whose games it ran (Atari-5 first),
-    and a line for each method that ran some but not all of a model's games (of Atari-10, only
-    when it ran more of them than Atari-5's: a method of Atari-5 lacks the other five by design)."""
+    and a line for each method that ran more than half but not all of a model's games (one game of
+    a set, Qbert in a sweep of three games, is no attempt at the set; Atari-5's five games are
+    half of Atari-10's)."""
     args = report.args
     estimates, lines = [], []
     for method in report.scripts:
@@ -74,7 +75,7 @@ def suite_estimates(report: Report) -> tuple[list[SuiteEstimate], list[str]]:
                     args.bootstrap_samples, args.confidence, args.bootstrap_seed,
                 )  # fmt: skip
                 estimates.append(SuiteEstimate(model, method, point, low, high, f"{seeds} a game"))
-            elif present and (model != "atari10" or present > len(COEFFICIENTS["atari5"])):
+            elif 2 * present > len(COEFFICIENTS[model]):  # (a set it meant to run)
                 lines.append(
                     f"{method}: no {NAMES[model]} estimate of the 57-game median: it lacks "
                     f"{', '.join(missing)} (it ran {present} of the set's "
