@@ -123,7 +123,9 @@ def parse_args(argv: list[str] | None) -> Command:
         fail(f"--confidence must be between 0 and 1, got {args.confidence}")
     if args.curve_min_games < 1:
         fail(f"--curve-min-games must be at least 1, got {args.curve_min_games}")
-    if unknown := sorted(set(figure_formats(args)) - set(FIGURE_FORMATS)):
+    if not any(figure_formats(args)):
+        fail(f"--figure-format: give one or more of {', '.join(FIGURE_FORMATS)}, comma-separated")
+    if unknown := sorted(set(figure_formats(args)) - set(FIGURE_FORMATS) - {""}):
         fail(
             f"--figure-format {args.figure_format}: unknown format {', '.join(unknown)} "
             f"(known: {', '.join(FIGURE_FORMATS)})"
@@ -143,7 +145,8 @@ def parse_args(argv: list[str] | None) -> Command:
 
 def figure_formats(args: Args) -> list[str]:
     """`--figure-format png,pdf` as ["png", "pdf"], each once, in the order given."""
-    return list(dict.fromkeys(f.strip().lower() for f in args.figure_format.split(",")))
+    formats = (f.strip().lower() for f in args.figure_format.split(","))
+    return list(dict.fromkeys(f for f in formats if f))
 
 
 def given_empty(flag: str, argv: list[str] | None, values: tuple) -> bool:
