@@ -1159,6 +1159,64 @@ def test_a_resume_from_an_older_checkpoint_makes_it_the_runs_line_for_every_late
     assert log.last_step == 24
 
 
+class Killed(BaseException):
+    """A `kill -9` at that point: nothing after it in the process runs."""
+
+
+@pytest.mark.parametrize("moves_done", [0, 1])
+def test_a_rewind_cut_short_by_a_kill_is_finished_by_the_next_start(
+    tmp_path, monkeypatch, capsys, moves_done
+):
+    """Checkpoints 2 and 4 and the model file, `--resume runs/RUN/checkpoint_0000002.ckpt`
+    killed before the rewind's first move or after it: config.json already says the run is
+    unfinished, and the next `--resume RUN` first finishes the rewind (checkpoint 4 and the
+    model file set aside in rewound_to_0000002/, recorded) and goes on from 2. (It was: the model
+    file left in the run folder to be overwritten, no rewind recorded, `finished` kept.)"""
+    run = open_run(tmp_path, checkpoint_every=2, total_timesteps=32)  # (4 iterations)
+    run.restore({})
+    for iteration in (1, 2, 3, 4):
+        run.end_iteration(iteration, 8 * iteration, [], {"x": iteration})
+    run.finish()
+    assert json.loads((run.dir / "config.json").read_text())["finished"]
+    model = run.dir / f"{run.args.exp_name}.cleanrl_model"
+    model.write_bytes(b"the model of iteration 4")
+    replace, moves = os.replace, []
+
+    def killed_after(src, dst):
+        if "rewound_to_" in str(dst):
+            if len(moves) == moves_done:
+                raise Killed
+            moves.append(src)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_after)
+    older = str(run.dir / "checkpoint_0000002.ckpt")
+    resumed = open_run(tmp_path, resume=older, total_timesteps=32)
+    with pytest.raises(Killed):
+        resumed.restore({"x": 0})
+    release_run_folder(resumed.lock_fd)  # (the kernel's, at the kill)
+    monkeypatch.setattr(os, "replace", replace)
+    assert model.is_file() and json.loads((run.dir / "config.json").read_text())["finished"] is None
+
+    again = open_run(tmp_path, resume=str(run.dir), total_timesteps=32)
+    assert again.restore({"x": 0}) == {"x": 2} and again.start_iteration == 3
+    set_aside = run.dir / "rewound_to_0000002"
+    assert (set_aside / model.name).read_bytes() == b"the model of iteration 4"
+    assert (set_aside / "checkpoint_0000004.ckpt").is_file() and not model.exists()
+    assert [p.name for p in list_checkpoints(run.dir)] == ["checkpoint_0000002.ckpt"]
+    assert "finished the rewind to iteration 2 that a killed process left half-made" in (
+        capsys.readouterr().err
+    )
+    again.finish()
+    config = json.loads((run.dir / "config.json").read_text())
+    (rewind,) = config["rewinds"]
+    assert (rewind["from_iteration"], rewind["to_iteration"]) == (4, 2) and "pending" not in rewind
+    assert rewind["set_aside"] == [
+        "rewound_to_0000002/checkpoint_0000004.ckpt",
+        f"rewound_to_0000002/{model.name}",
+    ]
+
+
 def test_a_run_of_a_sweep_records_it_and_goes_on_with_its_sweeps_run_only(
     tmp_path, monkeypatch, capsys
 ):

@@ -39,7 +39,7 @@ from cleanrl_utils.folders import (
     read_record,
     slurm_task,
 )
-from cleanrl_utils.run.checkpointer import REWOUND_NAME
+from cleanrl_utils.run.checkpointer import REWOUND_NAME, finish_rewind
 from cleanrl_utils.run.folder import lock_holder
 from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
 
@@ -72,6 +72,7 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
+    finish_rewind(path if path.is_dir() else path.parent)  # (a kill -9 cut it short)
     if path.is_dir():
         folder, files = path, list_checkpoints(path)
         if not files:
@@ -105,6 +106,7 @@ def find_unfinished(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     for run_dir in find_runs(runs_dir, args.env_id, args.exp_name, args.seed):
         if task is not None and not started_by(run_dir, task):
             continue
+        finish_rewind(run_dir)
         found = newest_readable(list_checkpoints(run_dir))
         if found is None:
             continue
@@ -137,6 +139,7 @@ def find_sweep_run(args, runs_dir: Path, sweep: str) -> tuple[Path, Path, dict] 
         if recorded_sweep(record) != sweep:
             continue
         wait_for_folder(run_dir)
+        finish_rewind(run_dir)
         found = newest_readable(list_checkpoints(run_dir))
         if found is not None:
             print(f"sweep {sweep}: its run {run_dir.name} goes on", file=sys.stderr)
