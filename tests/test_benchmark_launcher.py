@@ -385,6 +385,40 @@ def test_a_launcher_killed_outright_leaves_no_run_training_and_its_command_conti
     assert steps == list(range(8, 8 * 400 + 1, 8))  # every iteration once, across the stop
 
 
+def test_a_sweep_whose_runs_were_made_with_other_flags_is_refused_not_skipped(
+    tmp_path, monkeypatch, capsys
+):
+    """`--sweep S` whose finished run was made with `--learning-rate 0.00025`, given a command
+    with `--learning-rate 1e-3`: one error line naming the flag and the run, exit code 2, nothing
+    run (it said "every run of this sweep has finished", exit 0, though no run with the new
+    flags exists); the same values spelled otherwise (`2.5e-4`, `--no-anneal-lr`, flags the
+    launcher gives or a resume may change) are the sweep's run: skipped as finished."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "Pong-v5__x__1__1700000000"
+    run.mkdir(parents=True)
+    recorded = {"exp_name": "x", "env_id": "Pong-v5", "seed": 1, "learning_rate": 0.00025,
+                "anneal_lr": False, "cuda": True, "num_minibatches": 4}  # fmt: skip
+    config = {"sweep": "S", "args": recorded, "finished": {"global_step": 8, "time": 1.0}}
+    (run / "config.json").write_text(json.dumps(config))
+    base = ["--sweep", "S", "--env-ids", "Pong-v5", "--num-seeds", "1", "--workers", "1"]
+    command = "python x.py --exp-name x --learning-rate 1e-3 --num-minibatches=4"
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*base, "--no-auto-tag", "--log-dir", "logs", "--command", command])
+    out = capsys.readouterr()
+    assert exit_info.value.code == exits.USAGE_ERROR, out
+    assert out.err == (
+        f"error: sweep S: its run runs/{run.name} was made with other arguments than this "
+        "command gives: --learning-rate 0.001 (the run: 0.00025). A sweep is one experiment: "
+        "give this command another --sweep (or none: one derived from the command)\n"
+    )
+    assert "[skip]" not in out.out and not (tmp_path / "logs").exists()
+
+    same = "python x.py --learning-rate 2.5e-4 --no-anneal-lr --no-cuda --seed 9 --env-id Pong-v5"
+    assert benchmark.main([*base, "--no-auto-tag", "--log-dir", "logs", "--command", same]) == 0
+    out = capsys.readouterr()
+    assert f"[skip]   Pong-v5 seed 1: finished in runs/{run.name}/" in out.out, out
+
+
 # ---------------------------------------------------------------------------------------------
 # Autotag
 
