@@ -100,5 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     code = INTERRUPTED if pool.interrupted else print_summary(pool.results)
     if pool.interrupted:
         print("the same command continues the sweep: its stopped runs go on, none twice")
-    print_sweep_end(sweep, succeeded=any(result.ok for result in pool.results))
+    # (a result of None: a job the stop came before)
+    succeeded = any(result is not None and result.ok for result in pool.results)
+    print_sweep_end(sweep, succeeded=succeeded)
     return code
