@@ -34,6 +34,7 @@ from cleanrl_utils.folders import (
     CARRIED_ARGS,
     DERIVED_ARGS,
     FREE_ARGS,
+    file_name,
     find_runs,
     name_problem,
     read_record,
@@ -41,12 +42,68 @@ from cleanrl_utils.folders import (
 )
 from cleanrl_utils.run.checkpointer import REWOUND_NAME, finish_rewind
 from cleanrl_utils.run.folder import lock_holder
-from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
+from cleanrl_utils.sweeps import (
+    LAUNCHER_VARIABLE,
+    launcher_gone,
+    launcher_run_sweep,
+    recorded_sweep,
+)
 
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
 # how long a run of a sweep waits for the process still writing its run folder to stop
 FOLDER_WAIT_S = 300.0
+CLAIMS = ".claims"  # runs/.claims/: a sweep's claims on its env ids and seeds (hidden: no run)
+
+
+def claim_sweep_run(args, runs_dir: Path, sweep: str, timeout_s: float = FOLDER_WAIT_S):
+    """Claims `sweep`'s env id and seed of `args` for this process (an `flock` on
+    `runs/.claims/{sweep}__{env id}__{seed}.lock`, held until the run gives it back: the
+    descriptor, or None when no claim file can be made, where the run folder's own write will say
+    why), before the sweep's run is looked for: two launchers of one command at once never
+    train a seed twice. A claim held by a run whose launcher is gone (it is writing its
+    checkpoint and stopping) is waited for, up to `timeout_s`; one held by a run whose launcher
+    lives is that run's: a `RunError` of exit code 0, one line (this process has nothing to do)."""
+    path = runs_dir / CLAIMS / f"{sweep}__{file_name(args.env_id)}__{args.seed}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    deadline, said = time.monotonic() + timeout_s, False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    os.close(fd)
+                    return None
+            pid, _, launcher = os.pread(fd, 200, 0).decode(errors="replace").partition(" ")
+            holder = f"process {pid}" if pid.isdigit() else "another process"
+            if not launcher_gone(launcher.strip()) or time.monotonic() > deadline:
+                line = (
+                    f"sweep {sweep}: {args.env_id} seed {args.seed} is run now by {holder} "
+                    "(another launcher's): not run twice; that run goes on there"
+                )
+                raise RunError("claimed", 0, line)
+            if not said:
+                print(
+                    f"sweep {sweep}: {args.env_id} seed {args.seed} is still run by {holder}, "
+                    f"whose launcher is gone: waiting for it to write its checkpoint and stop "
+                    f"(up to {timeout_s:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                said = True
+            time.sleep(0.5)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {os.environ.get(LAUNCHER_VARIABLE, '')}".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def games_seed(seed: int, iteration: int) -> int:
