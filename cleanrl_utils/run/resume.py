@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checkpoint import (
     CHECKPOINT_GLOB,
     CorruptCheckpoint,
@@ -317,7 +318,7 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
     taken = {}
     for name, saved in saved_args.items():
-        if name in DERIVED_ARGS or name not in defaults:
+        if name in DERIVED_ARGS or name not in defaults or name == "protocol":
             continue
         value = getattr(args, name)
         if name in FREE_ARGS:
@@ -334,6 +335,8 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
             f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
             f"{value!r} (drop {flag} or start a new run)"
         )
+    if "protocol" in defaults and "protocol" in saved_args:
+        taken |= protocol_taken(args, saved_args, given, defaults["protocol"])
     for name in defaults:
         if name in given or name in FREE_ARGS or name in DERIVED_ARGS:
             continue
@@ -348,6 +351,30 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
     for name, value in taken.items():
         setattr(reconciled, name, value)
     return reconciled
+
+
+def protocol_taken(args, saved_args: dict, given: set[str], default) -> dict:
+    """`--protocol` reconciled with the checkpoint's: its five settings are the run's, not its
+    name (a run made with Machado's settings given one by one has no name recorded, and is
+    resumed with `--protocol machado`). Not given: the checkpoint's name (`{"protocol": ...}`);
+    given, it must mean the checkpoint's settings, else a `RunError` naming the first that
+    differs. A name that is no protocol's is `protocols.protocol_problem`'s to say."""
+    name = args.protocol
+    if "protocol" not in given and name == default:
+        return {"protocol": saved_args["protocol"]}
+    if name not in protocols.NAMES:
+        return {}
+    for setting, value in protocols.named(name, args).items():
+        if setting not in saved_args:
+            continue
+        saved = saved_args[setting]
+        if saved != value or isinstance(saved, bool) != isinstance(value, bool):
+            raise RunError(
+                f"--resume: the checkpoint was made with {protocols.flag(setting, saved)}, this "
+                f"command gives --protocol {name}, which means {protocols.flag(setting, value)} "
+                "(drop --protocol or start a new run)"
+            )
+    return {}
 
 
 @dataclasses.dataclass(frozen=True)
