@@ -861,6 +861,46 @@ def test_a_stop_during_the_last_checkpoint_write_leaves_the_steps_after_training
     )
 
 
+def test_evaluation_videos_on_a_full_disk_are_one_line_and_exit_code_74(tmp_path, monkeypatch):
+    """`--capture-video` with videos/ on a full disk (the video's file is /dev/full): after
+    training, one `error:` line naming the videos' folder and the cause, exit code 74, the run
+    not recorded finished; its resume does the steps after training (it was ffmpeg's broken
+    pipe, a traceback and exit code 1)."""
+    from cleanrl_utils.video import VideoWriter, run_videos
+
+    monkeypatch.chdir(tmp_path)
+    run = open_run(Path("runs"), capture_video=True)
+    run.restore({})
+    for iteration in range(1, 6):
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    videos = run_videos(run.name)
+    videos.mkdir(parents=True)
+    (videos / ".eval-episode-0.tmp.mp4").symlink_to("/dev/full")  # (the file ffmpeg writes)
+
+    def evaluate(video_dir, **games):  # (what `play_games` does with a game's frames)
+        video = VideoWriter(Path(video_dir) / "eval-episode-0.mp4")
+        for _ in range(30):
+            video.append(np.zeros((210, 160, 3), dtype=np.uint8))
+        video.close()
+        return [1.0]
+
+    with pytest.raises(RunError) as error:
+        finish_training(run, None, evaluate)
+    assert error.value.code == 74
+    assert error.value.line == (
+        f"error: --capture-video: cannot write the evaluation's videos in {videos}/: no space "
+        f"left on device (ENOSPC); the training is done and the newest checkpoint, "
+        f"checkpoint_0000005.ckpt, is intact: free some space and continue with: "
+        f"{run.resume_command()}"
+    )
+    run.process.give_back()  # (what leaving the script's `with Run(...)` block does)
+    release_run_folder(run.lock_fd)
+    assert json.loads((run.dir / "config.json").read_text())["finished"] is None
+    again = open_run(Path("runs"), resume=str(run.dir), capture_video=True)
+    again.restore({})
+    assert again.after_training
+
+
 def test_the_first_stop_decides_how_the_run_ends(tmp_path, capsys):
     """SIGTERM (SLURM preempting the job), then Ctrl-C 50 ms later: the run ends as SIGTERM
     asked, 75 (requeued) and recorded as SIGTERM (it exited 130, recorded as Ctrl-C, and SLURM
