@@ -21,7 +21,7 @@ from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
 from cleanrl_utils.output import cause
 from cleanrl_utils.run import checkpointer
 from cleanrl_utils.run.folder import kept_after
-from cleanrl_utils.video import run_videos
+from cleanrl_utils.video import WRITE_ERRORS, run_videos
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):
@@ -75,7 +75,7 @@ def finish_training(run, save, evaluate) -> None:
             video_dir=video_dir,
         )
     except OSError as exc:
-        if video_dir is None:
+        if video_dir is None or exc.errno not in WRITE_ERRORS:
             raise
         videos_failed(run, video_dir, exc)
     for episodic_return in episodic_returns:  # (the games of the model of the run's last step)
