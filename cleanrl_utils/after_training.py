@@ -8,14 +8,20 @@ import nothing of it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 from cleanrl_utils import protocols
+from cleanrl_utils.checkpoint import list_checkpoints
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate, jax_eval
 from cleanrl_utils.evals.common import evaluation_seed, with_training_env
 from cleanrl_utils.evals.files import save_jax_model, save_torch_model
+from cleanrl_utils.exits import DISK_EXIT, RunError
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
-from cleanrl_utils.video import run_videos
+from cleanrl_utils.output import cause
+from cleanrl_utils.run import checkpointer
+from cleanrl_utils.run.folder import kept_after
+from cleanrl_utils.video import WRITE_ERRORS, run_videos
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):
@@ -53,23 +59,44 @@ def finish_training(run, save, evaluate) -> None:
     if run.stop_requested or not (args.save_model or args.capture_video or upload):
         return
     if args.save_model or upload:
-        save(run.dir / f"{args.exp_name}.cleanrl_model")
+        try:
+            save(run.dir / f"{args.exp_name}.cleanrl_model")
+        except OSError as exc:
+            checkpointer.disk_failed(run, "the model file", exc)
     video_dir = str(run_videos(run.name)) if args.capture_video or upload else None
     seed, protocol = evaluation_seed(args.seed), protocols.record(args)
     under = f", under {protocols.describe(protocol)}" if protocol else ""
     print(f"evaluating on {args.eval_episodes} games (--eval-episodes), seed {seed}{under}")
-    episodic_returns = evaluate(
-        env_id=args.env_id,
-        eval_episodes=args.eval_episodes,
-        seed=seed,
-        video_dir=video_dir,
-    )
+    try:
+        episodic_returns = evaluate(
+            env_id=args.env_id,
+            eval_episodes=args.eval_episodes,
+            seed=seed,
+            video_dir=video_dir,
+        )
+    except OSError as exc:
+        if video_dir is None or exc.errno not in WRITE_ERRORS:
+            raise
+        videos_failed(run, video_dir, exc)
     for episodic_return in episodic_returns:  # (the games of the model of the run's last step)
         run.writer.add_scalar("eval/episodic_return", episodic_return, run.global_step)
     if video_dir is not None:  # (the run folder's line, which follows, does not hold them)
         print(f"videos: {video_dir}/ ({videos_held(video_dir, len(episodic_returns))})")
     if upload:
         push_after_training(run, episodic_returns, video_dir)
+
+
+def videos_failed(run, video_dir: str, exc: OSError) -> NoReturn:
+    """The evaluation's videos could not be written (a full disk): one line and exit code
+    `DISK_EXIT`. The run is not recorded finished, so that its resume, once there is room, does
+    the steps after training again: its training is all in its checkpoint."""
+    kept = kept_after(run.dir, exc, list_checkpoints(run.dir), run.resume_command())
+    flag = "--capture-video" if run.args.capture_video else "--upload-model"
+    raise RunError(
+        f"{flag}: cannot write the evaluation's videos in {video_dir}/: {cause(exc)}; the "
+        f"training is done and {kept}",
+        DISK_EXIT,
+    )
 
 
 def videos_held(video_dir: str, evaluation_games: int) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from cleanrl_utils import output
 from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR, RunError
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
@@ -162,10 +163,10 @@ def parse_args(
             args = tyro.cli(cls, args=argv, prog=prog, description=description)
     except SystemExit as exc:
         if exc.code in (0, None):
-            sys.stderr.write(captured.getvalue())
+            output.stream("stderr").write(captured.getvalue())  # (a None stderr: `2>&-`)
             raise
         fail(tyro_error_line(captured.getvalue(), argv, cls))
-    sys.stderr.write(captured.getvalue())  # (tyro's warnings, if any)
+    output.stream("stderr").write(captured.getvalue())  # (tyro's warnings, if any)
     problem = number_problem(args)
     if problem:
         fail(problem)

@@ -19,7 +19,7 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils import extras
+from cleanrl_utils import extras, output
 from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
 from cleanrl_utils.checks import fail, parse_args
 from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
@@ -71,5 +71,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    output.guard()  # a lost stdout or stderr (a full disk, `| head`, `2>&-`): said, not a traceback
     extras.install()  # a missing optional package: one line naming its install command
     main()

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils import extras
+from cleanrl_utils import extras, output
 from cleanrl_utils.checks import fail
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
@@ -120,5 +120,6 @@ def main(argv=None) -> list[float]:
 
 
 if __name__ == "__main__":
+    output.guard()  # a lost stdout or stderr (a full disk, `| head`, `2>&-`): said, not a traceback
     extras.install()  # a missing optional package: one line naming its install command
     main()

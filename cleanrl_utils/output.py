@@ -17,8 +17,8 @@ loses the stream, never the process:
   last flush then write nowhere instead of failing again, and a stream that shares its file (`2>&1`,
   one terminal) is lost with it. A standard descriptor closed when the process starts gets
   os.devnull too, so that no file the process opens takes its number and receives its messages.
-  A script run as a program calls it from its first import (`cleanrl_utils.entry`), as does
-  `python -m cleanrl_utils.torchrun`.
+  A script run as a program calls it from its first import (`cleanrl_utils.entry`), as do
+  `python -m cleanrl_utils.torchrun` and the other `python -m` tools (their `__main__`).
 - `say(line)`: one line on stderr (or stdout), flushed at once, through a `SafeStream`: every
   message of a run's stop path and of its progress bar, inside signal handlers too (a write that
   interrupts another on the same stream goes to its descriptor directly).

@@ -16,6 +16,9 @@ from cleanrl_utils.checks import flag
 # arguments a rank may hold differently: each node's own GPUs; the resume target is compared
 # as what `--resume` found, not as the words given
 PER_RANK_ARGS = {"device_ids", "resume"}
+# compared as what it means: its five settings, each an argument of the view (the same settings
+# given one by one or as `--protocol machado` are the same games)
+BY_MEANING_ARGS = {"protocol"}
 SHOWN_DIFFERENCES = 3  # an error line names at most this many disagreements, then counts them
 
 
@@ -53,7 +56,7 @@ def run_view(run) -> dict[str, object]:
         "the script": f"{run.script}.py (sha256 {hashlib.sha256(source).hexdigest()[:12]})"
     }
     for field in dataclasses.fields(run.args):
-        if field.init and field.name not in PER_RANK_ARGS:
+        if field.init and field.name not in PER_RANK_ARGS | BY_MEANING_ARGS:
             view[flag(field.name)] = getattr(run.args, field.name)
     target = "none (a new run)"
     if run.payload is not None:

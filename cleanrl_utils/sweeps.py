@@ -116,11 +116,12 @@ def launcher_env() -> dict[str, str]:
     return {LAUNCHER_VARIABLE: f"{pid}:{process_start(pid) or ''}"}
 
 
-def launcher_gone() -> int | None:
-    """The PID of the launcher that started this run (CLEANRL_LAUNCHER) when it is gone, None
-    while it lives or when no launcher started the run. Without /proc, a PID that no process
-    holds is gone."""
-    pid, _, start = os.environ.get(LAUNCHER_VARIABLE, "").partition(":")
+def launcher_gone(launcher: str | None = None) -> int | None:
+    """The PID of the launcher that started this run (CLEANRL_LAUNCHER, or another run's value
+    `launcher`) when it is gone, None while it lives or when no launcher started the run. Without
+    /proc, a PID that no process holds is gone."""
+    launcher = os.environ.get(LAUNCHER_VARIABLE, "") if launcher is None else launcher
+    pid, _, start = launcher.partition(":")
     if not pid.isdigit():
         return None
     if start and Path("/proc/self/stat").exists():

@@ -20,7 +20,8 @@ Plain torchrun exits 1 whatever its processes' codes and prints a traceback of i
   `--shutdown-timeout`, or their variables, still override);
 - says a bad flag of its own in one line, exit code 2 (`--nproc-per-node 0`: torchrun's own
   check is an AssertionError naming nothing), and so a master port (or rendezvous endpoint)
-  that another program holds;
+  that another program holds, and a master (or other nodes) that did not come within
+  `CLEANRL_DIST_TIMEOUT_S`, how long its rendezvous waits;
 - never depends on its output being readable (`cleanrl_utils.output`): a terminal gone, or a
   `| tee` ended by Ctrl-C, drops the ranks' lines and its own, and the ranks still stop with
   their checkpoint and the launcher with their code.
@@ -40,6 +41,7 @@ import threading
 
 from cleanrl_utils import output
 from cleanrl_utils.exits import FAILED, USAGE_ERROR, entry_point, signal_name, stop_code
+from cleanrl_utils.rank_watch import timeout_s
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 DEVICE_WORDS = ("auto", "cpu", "gpu", "xpu")  # `--nproc-per-node`: one process per device
@@ -169,6 +171,48 @@ def port_taken(exc: BaseException, launch) -> str | None:
     )
 
 
+def with_rendezvous_timeout(launch, seconds: float) -> None:
+    """`launch`'s rendezvous waits `seconds` (`CLEANRL_DIST_TIMEOUT_S`, as the ranks wait for
+    each other) for the other nodes, unless its `--rdzv-conf` says otherwise: torchrun's own
+    defaults are 600 s for the static backend's store (`timeout`), and for c10d's 600 s to join
+    (`join_timeout`) after 60 s for each read of the store (`read_timeout`), so a node whose
+    master never comes waited past 15 minutes whatever the variable said."""
+    conf = launch.rdzv_conf or ""
+    given = {item.partition("=")[0].strip() for item in conf.split(",") if item.strip()}
+    wait = max(1, int(seconds))
+    if launch.rdzv_backend == "static":
+        wanted = {"timeout": wait}
+    else:
+        wanted = {"join_timeout": wait, "read_timeout": min(60, wait)}
+    added = [f"{key}={value}" for key, value in wanted.items() if key not in given]
+    launch.rdzv_conf = ",".join(part for part in [conf, *added] if part)
+
+
+def never_met(exc: BaseException, launch, seconds: float) -> str | None:
+    """The line of torchrun's own failure `exc` when it is the rendezvous that did not meet
+    within `seconds` (the master, or the other nodes, never came), naming where it waited; None
+    for any other failure."""
+    from torch.distributed import DistStoreError
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
+
+    kinds = (DistStoreError, RendezvousTimeoutError, RendezvousConnectionError, TimeoutError)
+    causes = (exc, exc.__cause__, exc.__context__)
+    if not any(isinstance(e, kinds) or "timed out" in str(e).lower() for e in causes if e):
+        return None
+    if launch.rdzv_backend != "static":
+        where = f"the rendezvous at {launch.rdzv_endpoint}"
+    else:
+        where = f"the master {launch.master_addr}:{launch.master_port}"
+    return (
+        f"error: torchrun: {where} did not meet this node's within {seconds:.0f} s "
+        "(CLEANRL_DIST_TIMEOUT_S): start every node with the same --master-addr, --master-port "
+        "(or --rdzv-endpoint) and --nnodes, or wait longer"
+    )
+
+
 def signals_to_handle() -> str:
     """The signals torchrun forwards to the processes: `SIGNALS`, less SIGHUP when this process
     ignores it (`nohup`: the processes, which inherit that, ignore it too)."""
@@ -205,12 +249,21 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PET_SIGNALS_TO_HANDLE", signals_to_handle())
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_S))
     output.guard()  # (the standard descriptors exist: `2>&-` is os.devnull)
+    wait_s = timeout_s()  # (a bad value: one line, exit code 2, before anything starts)
     output.move_stderr(os.dup(2))  # this process's own lines: the processes get a pipe
     words = LastWords(output.stream("stderr"))
     os.dup2(words.write_fd, 2)  # the processes torchrun starts write into the pipe
+    # this process's own C++ logs (a store that cannot reach its master: a C++ stack each try)
+    # say nothing its one line does not; torch reads the level once, when it loads
+    quiet = "TORCH_CPP_LOG_LEVEL" not in os.environ
+    if quiet:
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
+
+    if quiet:
+        del os.environ["TORCH_CPP_LOG_LEVEL"]  # (the ranks' own, as they would be)
 
     host = socket.gethostname()
     closed = exit_codes_on_close()
@@ -228,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem := launch_problem(launch):
             line = f"error: torchrun: {problem} (see --help)"
             raise SystemExit(USAGE_ERROR)
+        with_rendezvous_timeout(launch, wait_s)
         run(launch)
     except ChildFailedError as exc:
         codes = {rank: failure.exitcode for rank, failure in exc.failures.items()}
@@ -246,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         line, code = f"error: torchrun on {host}: {type(exc).__name__}: {first_line}", FAILED
         if (taken := port_taken(exc, launch)) is not None:  # (bad input: nothing started)
             line, code = taken, USAGE_ERROR
+        elif not closed and (alone := never_met(exc, launch, wait_s)) is not None:
+            line, code = alone, USAGE_ERROR
         elif closed:  # (its processes had ended: another node's agent, gone first, took the store)
             said = f"torchrun then failed: {type(exc).__name__}: {first_line}"
             line, code = f"{summary(closed, None, host)} ({said})", run_code(closed)

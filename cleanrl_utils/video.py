@@ -11,10 +11,12 @@ ffmpeg.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,9 @@ import numpy as np
 from cleanrl_utils.checks import folder_problem
 
 VIDEOS = Path("videos")  # a training run's evaluation videos: videos/{run_name}/ (working folder)
+# the causes of a failed write that ffmpeg names by their `strerror`: the file's disk, which the
+# run says as it says its own folder's (`OSError`), not as a bug of the video's
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EACCES, errno.EFBIG)
 
 
 def run_videos(run_name: str) -> Path:
@@ -72,12 +77,17 @@ class VideoWriter:
         self.pid: int | None = None  # ffmpeg, started at the first frame (which gives the size)
         self.popen: subprocess.Popen | None = None  # (where there is no posix_spawn)
         self.pipe = None
+        self.said = bytearray()  # ffmpeg's stderr, read by a thread of its own (`_read_said`)
+        self.reader: threading.Thread | None = None
 
     def append(self, frame) -> None:
         frame = np.ascontiguousarray(frame, dtype=np.uint8)
         if self.pipe is None:
             self._start(frame.shape[1], frame.shape[0])
-        self.pipe.write(frame.tobytes())
+        try:
+            self.pipe.write(frame.tobytes())
+        except BrokenPipeError:  # ffmpeg stopped (a full disk): its exit code and words say why
+            raise self._failure(self._wait()) from None
 
     def _start(self, width: int, height: int) -> None:
         exe = ffmpeg_exe()
@@ -91,23 +101,61 @@ class VideoWriter:
             "-f", "mp4", str(self.tmp_path),
         ]  # fmt: skip
         if not hasattr(os, "posix_spawn"):  # Windows
-            self.popen = subprocess.Popen(command, stdin=subprocess.PIPE)
+            self.popen = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
             self.pipe = self.popen.stdin
+            self._read_said(self.popen.stderr.fileno())
             return
         read_end, write_end = os.pipe()  # (both close on exec; dup2 makes the copy on 0 stay)
+        said_read, said_write = os.pipe()
         try:
             # setpgroup=0: its own process group, so a Ctrl-C at the terminal stops this process,
             # which closes the video, and not ffmpeg in the middle of it
             self.pid = os.posix_spawn(
-                exe, command, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)],
+                exe, command, os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_DUP2, said_write, 2)
+                ],
                 setpgroup=0,
             )  # fmt: skip
         except BaseException:
             os.close(write_end)
+            os.close(said_read)
             raise
         finally:
             os.close(read_end)
+            os.close(said_write)
         self.pipe = os.fdopen(write_end, "wb")
+        self._read_said(said_read, close=True)
+
+    def _read_said(self, fd: int, close: bool = False) -> None:
+        """Keeps what ffmpeg says (its errors: `-loglevel error`), read as it comes so that it
+        never blocks on a full pipe; the last 64 KiB."""
+
+        def read() -> None:
+            try:
+                while chunk := os.read(fd, 65536):
+                    self.said += chunk
+                    del self.said[:-65536]
+            finally:
+                if close:
+                    os.close(fd)
+
+        self.reader = threading.Thread(target=read, name="ffmpeg-stderr", daemon=True)
+        self.reader.start()
+
+    def _failure(self, code: int) -> Exception:
+        """ffmpeg's failure with exit code `code`: an `OSError` of the cause it names when that
+        is a write's (a full disk: `No space left on device`), else a `RuntimeError` with its
+        last line."""
+        self.tmp_path.unlink(missing_ok=True)
+        if self.reader is not None:
+            self.reader.join(timeout=5.0)
+        said = self.said.decode(errors="replace")
+        for cause in WRITE_ERRORS:
+            if os.strerror(cause) in said:
+                return OSError(cause, os.strerror(cause), str(self.path))
+        last = said.strip().splitlines()[-1:] or ["nothing said"]
+        return RuntimeError(f"ffmpeg failed (exit code {code}) writing {self.path}: {last[0]}")
 
     def _wait(self) -> int:
         """Closes ffmpeg's input and waits for it to finish the file; its exit code."""
@@ -129,8 +177,7 @@ class VideoWriter:
             raise RuntimeError(f"no frame written to {self.path}")
         code = self._wait()
         if code != 0:
-            self.tmp_path.unlink(missing_ok=True)
-            raise RuntimeError(f"ffmpeg failed (exit code {code}) writing {self.path}")
+            raise self._failure(code)
         os.replace(self.tmp_path, self.path)
         return self.path
 

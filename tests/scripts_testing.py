@@ -129,9 +129,11 @@ def describe(proc: subprocess.CompletedProcess) -> str:
 
 
 def run_dirs(cwd: str | os.PathLike) -> list[Path]:
-    """The run folders under `cwd/runs/`."""
+    """The run folders under `cwd/runs/` (not the hidden `.claims/` of a sweep's runs)."""
     runs = Path(cwd) / "runs"
-    return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+    if not runs.is_dir():
+        return []
+    return sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 class ScriptProcess:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cleanrl_utils.entry  # noqa: F401 (first, as in the scripts: a RunError is one line)
+import cleanrl_utils.entry  # (first, as in the scripts)
 from cleanrl_utils.checks import parse_args
 from cleanrl_utils.run import Run
 
@@ -46,7 +46,7 @@ class Args:
 
 if __name__ == "__main__":
     args = parse_args(Args)
-    with Run(args, __file__) as run:
+    with cleanrl_utils.entry.point(), Run(args, __file__) as run:  # (as the scripts)
         args = run.args
         args.batch_size = args.num_envs * args.num_steps
         args.total_timesteps = args.total_timesteps or ITERATIONS[args.seed] * args.batch_size

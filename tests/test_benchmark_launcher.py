@@ -376,13 +376,92 @@ def test_a_launcher_killed_outright_leaves_no_run_training_and_its_command_conti
     log = seed_2_log.read_text()  # (both lives of the run, the first one's kept)
     assert log.index("is gone: writing a checkpoint") < log.index(f"sweep {sweep}: its run")
     assert f"sweep {sweep}: its run {run_2.name} goes on" in log
-    runs = sorted(tmp_path.glob("runs/*"))
+    runs = sorted(tmp_path.glob("runs/[!.]*"))  # (not the claims of its seeds: `.claims/`)
     assert [r.name.split("__")[2] for r in runs] == ["1", "2", "3"]  # each seed once
     for run in runs:
         config = json.loads((run / "config.json").read_text())
         assert config["sweep"] == sweep and config["finished"], run
     steps = [step for step, _ in read_scalars(run_2, files=2)["charts/SPS"]]
     assert steps == list(range(8, 8 * 400 + 1, 8))  # every iteration once, across the stop
+
+
+def test_a_sweep_whose_runs_were_made_with_other_flags_is_refused_not_skipped(
+    tmp_path, monkeypatch, capsys
+):
+    """`--sweep S` whose finished run was made with `--learning-rate 0.00025`, given a command
+    with `--learning-rate 1e-3`: one error line naming the flag and the run, exit code 2, nothing
+    run (it said "every run of this sweep has finished", exit 0, though no run with the new
+    flags exists); the same values spelled otherwise (`2.5e-4`, `--no-anneal-lr`, flags the
+    launcher gives or a resume may change) are the sweep's run: skipped as finished."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "Pong-v5__x__1__1700000000"
+    run.mkdir(parents=True)
+    recorded = {"exp_name": "x", "env_id": "Pong-v5", "seed": 1, "learning_rate": 0.00025,
+                "anneal_lr": False, "cuda": True, "num_minibatches": 4}  # fmt: skip
+    config = {"sweep": "S", "args": recorded, "finished": {"global_step": 8, "time": 1.0}}
+    (run / "config.json").write_text(json.dumps(config))
+    base = ["--sweep", "S", "--env-ids", "Pong-v5", "--num-seeds", "1", "--workers", "1"]
+    command = "python x.py --exp-name x --learning-rate 1e-3 --num-minibatches=4"
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*base, "--no-auto-tag", "--log-dir", "logs", "--command", command])
+    out = capsys.readouterr()
+    assert exit_info.value.code == exits.USAGE_ERROR, out
+    assert out.err == (
+        f"error: sweep S: its run runs/{run.name} was made with other arguments than this "
+        "command gives: --learning-rate 0.001 (the run: 0.00025). A sweep is one experiment: "
+        "give this command another --sweep (or none: one derived from the command)\n"
+    )
+    assert "[skip]" not in out.out and not (tmp_path / "logs").exists()
+
+    same = "python x.py --learning-rate 2.5e-4 --no-anneal-lr --no-cuda --seed 9 --env-id Pong-v5"
+    assert benchmark.main([*base, "--no-auto-tag", "--log-dir", "logs", "--command", same]) == 0
+    out = capsys.readouterr()
+    assert f"[skip]   Pong-v5 seed 1: finished in runs/{run.name}/" in out.out, out
+
+
+def test_two_launchers_of_one_command_at_once_train_each_seed_once(tmp_path):
+    """Two launchers of the same command at once (one sweep): the second one's run of the seed
+    the first is training says so in one line and ends with exit code 0 (the first one's run
+    goes on); one run folder for the seed. (It was: a second run of the seed, trained beside the
+    first, in one sweep: only a folder with a checkpoint was found.)"""
+    (tmp_path / "slow").touch()  # (tests/sweep_run.py: seed 2 takes 40 s while it exists)
+    command = [
+        sys.executable, "-m", "cleanrl_utils.benchmark", "--env-ids", "Breakout-v5",
+        "--start-seed", "2", "--num-seeds", "1", "--workers", "1", "--no-auto-tag",
+        "--command", f"{shlex.quote(sys.executable)} {REPO / 'tests' / 'sweep_run.py'}",
+    ]  # fmt: skip
+    first_log = tmp_path / "first" / "Breakout-v5__seed2.log"
+    first = subprocess.Popen(
+        [*command, "--log-dir", "first"], cwd=tmp_path, stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "logging to" not in (first_log.read_text() if first_log.exists() else ""):
+            assert time.monotonic() < deadline and first.poll() is None, "seed 2 never started"
+            time.sleep(0.05)
+        (run,) = tmp_path.glob("runs/*__2__*")
+        second = subprocess.run(
+            [*command, "--log-dir", "second"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert first.poll() is None and folder_writer(run) is not None
+    finally:
+        first.send_signal(signal.SIGTERM)  # (its run: a checkpoint, then exit code 75)
+        first.wait(timeout=60)
+    assert second.returncode == 0, second.stdout + second.stderr
+    log = (tmp_path / "second" / "Breakout-v5__seed2.log").read_text()
+    sweep = json.loads((run / "config.json").read_text())["sweep"]
+    assert log.strip().splitlines() == [
+        f"sweep {sweep}: Breakout-v5 seed 2 is run now by process {first_holder(run)} (another "
+        "launcher's): not run twice; that run goes on there"
+    ], log
+    assert list(tmp_path.glob("runs/*__2__*")) == [run]
+
+
+def first_holder(run: Path) -> str:
+    """The PID the sweep's claim file of `run`'s env id and seed names."""
+    (claim,) = (run.parent / ".claims").glob("*__Breakout-v5__2.lock")
+    return claim.read_text().split()[0]
 
 
 # ---------------------------------------------------------------------------------------------

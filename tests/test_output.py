@@ -12,6 +12,7 @@ import io
 import json
 import os
 import select
+import shlex
 import signal
 import struct
 import subprocess
@@ -140,6 +141,49 @@ def read_until(fd: int, text: bytes, proc: subprocess.Popen, timeout: float = 30
         if select.select([fd], [], [], 0.5)[0]:
             received += os.read(fd, 1 << 16)
     return received
+
+
+TOOLS = ["benchmark", "report", "evals", "tuner"]  # (`python -m cleanrl_utils.NAME`)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_tools_lost_output_is_said_where_it_can_be_never_a_traceback(tmp_path, tool):
+    """Each tool as users start it: its `--help` on a full disk (stdout /dev/full) exits 0 with
+    the loss noted on stderr; a bad flag with stderr closed (`2>&-`) says its `error:` line on
+    stdout, exit code 2 (it was a traceback, exit 1, or exit 1 with no line at all). The
+    launcher's commands through a `| head` that has read one line: it goes on, exit code 0."""
+    module = f"cleanrl_utils.{tool}"
+    env = {**script_env(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+    with open("/dev/full", "w") as full:
+        helped = subprocess.run(
+            [sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env, stdout=full,
+            stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stderr == (
+        "warning: stdout can no longer be written (no space left on device (ENOSPC)): what "
+        "goes there is dropped from now on; the process goes on\n"
+    )
+    quoted = shlex.join([sys.executable, "-m", module, "--no-such-flag"])
+    closed = subprocess.run(
+        ["sh", "-c", f"exec {quoted} 2>&-"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert closed.returncode == 2, closed.stdout
+    lines = closed.stdout.splitlines()
+    assert lines[0].startswith("warning: stderr can no longer be written (closed at the start")
+    assert len(lines) == 2 and lines[1].startswith("error: "), closed.stdout
+    if tool == "benchmark":
+        read, write = os.pipe()
+        os.close(read)  # (`| head` has read enough)
+        with os.fdopen(write, "w") as head:
+            piped = subprocess.run(
+                [sys.executable, "-m", module, "--no-auto-tag", "--num-seeds", "100"],
+                cwd=tmp_path, env=env, stdout=head, stderr=subprocess.PIPE, text=True,
+                timeout=60,
+            )  # fmt: skip
+        assert piped.returncode == 0 and "Traceback" not in piped.stderr, piped.stderr
+        assert "stdout can no longer be written (broken pipe (EPIPE))" in piped.stderr
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import json
 import re
 from collections import deque
 from importlib import metadata
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from cleanrl_utils.checks import parse_args
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import evaluation_games, parse_eval_args
 from cleanrl_utils.evals.files import read_model, save_jax_model, save_torch_model
+from cleanrl_utils.exits import RunError
 from cleanrl_utils.machine import device_of
 from cleanrl_utils.protocols import MACHADO
 from cleanrl_utils.run import Run
@@ -397,3 +399,53 @@ def test_a_resumed_run_keeps_its_protocol_and_refuses_another(tmp_path, capsys):
         assert exc.value.code == 2
         (error,) = capsys.readouterr().err.strip().splitlines()
         assert error.startswith("error: --resume: the checkpoint was made with"), error
+
+
+def test_a_run_made_with_machados_settings_one_by_one_resumes_under_protocol_machado(tmp_path):
+    """The five settings given one by one make the machado protocol (config.json says so);
+    `--resume RUN --protocol machado` goes on with them (it was refused: "the checkpoint was
+    made with --protocol None", a flag nobody can give); `--protocol published` is refused,
+    naming the setting that differs."""
+    script = load_script("ppo_atari_envpool")
+
+    def start(argv):
+        args = dataclasses.replace(parse_args(script.Args, argv), **SMALL)
+        run = Run(args, script.__file__, tmp_path, argv)
+        run.args.batch_size = run.args.num_envs * run.args.num_steps
+        run.args.minibatch_size = run.args.batch_size // run.args.num_minibatches
+        run.args.num_iterations = run.args.total_timesteps // run.args.batch_size
+        return run
+
+    one_by_one = ["--repeat-action-probability", "0.25", "--full-action-space",
+                  "--no-episodic-life", "--noop-max", "0", "--max-episode-steps", "27000"]  # fmt: skip
+    with start([*one_by_one, "--checkpoint-every", "1"]) as run:
+        run.start()
+        state = {"agent": torch.nn.Linear(2, 2), "avg_returns": deque(maxlen=20)}
+        run.restore(state)
+        run.end_iteration(1, run.args.batch_size, [], state)
+    assert json.loads((run.dir / "config.json").read_text())["protocol"]["name"] == "machado"
+    with start(["--resume", str(run.dir), "--protocol", "machado"]) as resumed:
+        assert resumed.protocol == MACHADO and resumed.start_iteration == 2
+    with pytest.raises(RunError, match=r"made with --repeat-action-probability 0\.25, this "
+                       r"command gives --protocol published, which means "
+                       r"--repeat-action-probability 0\.0"):  # fmt: skip
+        start(["--resume", str(run.dir), "--protocol", "published"])
+
+
+def test_processes_given_one_protocol_spelled_two_ways_agree():
+    """Rank 0 given `--protocol machado`, rank 1 the five settings one by one: the same games,
+    no disagreement (it was: `--protocol: machado on rank 0, None on rank 1`); another setting
+    is one."""
+    from cleanrl_utils.ranks import disagreement, run_view
+
+    script = load_script("ppo_atari_envpool")
+
+    def view(args):
+        run = SimpleNamespace(script=script.__name__, script_file=script.__file__, payload=None,
+                              args=protocols.resolved(args), name="RUN", runs_dir="runs")  # fmt: skip
+        return run_view(run)
+
+    named = view(script.Args(protocol="machado"))
+    assert disagreement([named, view(script.Args(**MACHADO))]) is None
+    other = view(script.Args(**(MACHADO | {"noop_max": 5})))
+    assert "--noop-max: 0 on rank 0, 5 on rank 1" in disagreement([named, other])

@@ -861,6 +861,46 @@ def test_a_stop_during_the_last_checkpoint_write_leaves_the_steps_after_training
     )
 
 
+def test_evaluation_videos_on_a_full_disk_are_one_line_and_exit_code_74(tmp_path, monkeypatch):
+    """`--capture-video` with videos/ on a full disk (the video's file is /dev/full): after
+    training, one `error:` line naming the videos' folder and the cause, exit code 74, the run
+    not recorded finished; its resume does the steps after training (it was ffmpeg's broken
+    pipe, a traceback and exit code 1)."""
+    from cleanrl_utils.video import VideoWriter, run_videos
+
+    monkeypatch.chdir(tmp_path)
+    run = open_run(Path("runs"), capture_video=True)
+    run.restore({})
+    for iteration in range(1, 6):
+        run.end_iteration(iteration, 8 * iteration, [], {})
+    videos = run_videos(run.name)
+    videos.mkdir(parents=True)
+    (videos / ".eval-episode-0.tmp.mp4").symlink_to("/dev/full")  # (the file ffmpeg writes)
+
+    def evaluate(video_dir, **games):  # (what `play_games` does with a game's frames)
+        video = VideoWriter(Path(video_dir) / "eval-episode-0.mp4")
+        for _ in range(30):
+            video.append(np.zeros((210, 160, 3), dtype=np.uint8))
+        video.close()
+        return [1.0]
+
+    with pytest.raises(RunError) as error:
+        finish_training(run, None, evaluate)
+    assert error.value.code == 74
+    assert error.value.line == (
+        f"error: --capture-video: cannot write the evaluation's videos in {videos}/: no space "
+        f"left on device (ENOSPC); the training is done and the newest checkpoint, "
+        f"checkpoint_0000005.ckpt, is intact: free some space and continue with: "
+        f"{run.resume_command()}"
+    )
+    run.process.give_back()  # (what leaving the script's `with Run(...)` block does)
+    release_run_folder(run.lock_fd)
+    assert json.loads((run.dir / "config.json").read_text())["finished"] is None
+    again = open_run(Path("runs"), resume=str(run.dir), capture_video=True)
+    again.restore({})
+    assert again.after_training
+
+
 def test_the_first_stop_decides_how_the_run_ends(tmp_path, capsys):
     """SIGTERM (SLURM preempting the job), then Ctrl-C 50 ms later: the run ends as SIGTERM
     asked, 75 (requeued) and recorded as SIGTERM (it exited 130, recorded as Ctrl-C, and SLURM
@@ -1157,6 +1197,64 @@ def test_a_resume_from_an_older_checkpoint_makes_it_the_runs_line_for_every_late
     log = load_run(run.dir, 10.0, time.time())
     assert list(log.steps) == [8, 16, 24] and list(log.returns) == [101.0, 102.0, 1.0]
     assert log.last_step == 24
+
+
+class Killed(BaseException):
+    """A `kill -9` at that point: nothing after it in the process runs."""
+
+
+@pytest.mark.parametrize("moves_done", [0, 1])
+def test_a_rewind_cut_short_by_a_kill_is_finished_by_the_next_start(
+    tmp_path, monkeypatch, capsys, moves_done
+):
+    """Checkpoints 2 and 4 and the model file, `--resume runs/RUN/checkpoint_0000002.ckpt`
+    killed before the rewind's first move or after it: config.json already says the run is
+    unfinished, and the next `--resume RUN` first finishes the rewind (checkpoint 4 and the
+    model file set aside in rewound_to_0000002/, recorded) and goes on from 2. (It was: the model
+    file left in the run folder to be overwritten, no rewind recorded, `finished` kept.)"""
+    run = open_run(tmp_path, checkpoint_every=2, total_timesteps=32)  # (4 iterations)
+    run.restore({})
+    for iteration in (1, 2, 3, 4):
+        run.end_iteration(iteration, 8 * iteration, [], {"x": iteration})
+    run.finish()
+    assert json.loads((run.dir / "config.json").read_text())["finished"]
+    model = run.dir / f"{run.args.exp_name}.cleanrl_model"
+    model.write_bytes(b"the model of iteration 4")
+    replace, moves = os.replace, []
+
+    def killed_after(src, dst):
+        if "rewound_to_" in str(dst):
+            if len(moves) == moves_done:
+                raise Killed
+            moves.append(src)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_after)
+    older = str(run.dir / "checkpoint_0000002.ckpt")
+    resumed = open_run(tmp_path, resume=older, total_timesteps=32)
+    with pytest.raises(Killed):
+        resumed.restore({"x": 0})
+    release_run_folder(resumed.lock_fd)  # (the kernel's, at the kill)
+    monkeypatch.setattr(os, "replace", replace)
+    assert model.is_file() and json.loads((run.dir / "config.json").read_text())["finished"] is None
+
+    again = open_run(tmp_path, resume=str(run.dir), total_timesteps=32)
+    assert again.restore({"x": 0}) == {"x": 2} and again.start_iteration == 3
+    set_aside = run.dir / "rewound_to_0000002"
+    assert (set_aside / model.name).read_bytes() == b"the model of iteration 4"
+    assert (set_aside / "checkpoint_0000004.ckpt").is_file() and not model.exists()
+    assert [p.name for p in list_checkpoints(run.dir)] == ["checkpoint_0000002.ckpt"]
+    assert "finished the rewind to iteration 2 that a killed process left half-made" in (
+        capsys.readouterr().err
+    )
+    again.finish()
+    config = json.loads((run.dir / "config.json").read_text())
+    (rewind,) = config["rewinds"]
+    assert (rewind["from_iteration"], rewind["to_iteration"]) == (4, 2) and "pending" not in rewind
+    assert rewind["set_aside"] == [
+        "rewound_to_0000002/checkpoint_0000004.ckpt",
+        f"rewound_to_0000002/{model.name}",
+    ]
 
 
 def test_a_run_of_a_sweep_records_it_and_goes_on_with_its_sweeps_run_only(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 
-from scripts_testing import describe, run_script
+from scripts_testing import describe, run_script, script_env
 
 from cleanrl_utils.output import SafeStream
 from cleanrl_utils.torchrun import LastWords, launch_problem, run_code, signals_to_handle, summary
@@ -131,3 +132,31 @@ def test_a_master_port_another_program_holds_is_one_line_and_exit_2(tmp_path):
         "another --master-port (--standalone picks a free one)"
     ), describe(done)
     assert "Traceback" not in done.stderr
+
+
+def test_a_node_whose_master_never_comes_waits_cleanrl_dist_timeout_s_then_one_line_exit_2(
+    tmp_path,
+):
+    """Node 1 of 2 started alone, its master never started: torchrun's rendezvous waits
+    `CLEANRL_DIST_TIMEOUT_S` (1 s here), then one line naming where it waited, exit code 2, no
+    C++ stack (it waited torchrun's own 600 s, past 15 minutes with its retries, whatever the
+    variable said, then a 44-frame C++ stack and exit 1). The c10d rendezvous alike."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # (nothing listens there)
+    static = ["--node-rank=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
+    c10d = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}"]
+    for flags, where in ((static, "the master"), (c10d, "the rendezvous at")):
+        started = time.monotonic()
+        done = run_script(
+            ["--nnodes=2", "--nproc-per-node=1", *flags, "x.py"], tmp_path,
+            module="cleanrl_utils.torchrun", env=script_env(tmp_path, CLEANRL_DIST_TIMEOUT_S="1"),
+            fresh=True,  # (as users start it: torch not loaded yet, its C++ log level still to set)
+        )  # fmt: skip
+        assert time.monotonic() - started < 60, describe(done)
+        assert done.returncode == 2, describe(done)
+        assert done.stderr.strip().splitlines() == [
+            f"error: torchrun: {where} 127.0.0.1:{port} did not meet this node's within 1 s "
+            "(CLEANRL_DIST_TIMEOUT_S): start every node with the same --master-addr, "
+            "--master-port (or --rdzv-endpoint) and --nnodes, or wait longer"
+        ], describe(done)

@@ -142,6 +142,40 @@ def test_an_evaluation_s_video_dir_that_is_a_file_is_one_line_before_any_work(
     )
 
 
+def test_an_evaluation_s_videos_on_a_full_disk_are_one_line_and_exit_code_74(
+    tmp_path, capsys, monkeypatch
+):
+    """`python -m cleanrl_utils.evals --capture-video` with the video's file on a full disk
+    (/dev/full): one line naming the folder and the cause, exit code 74 (it was ffmpeg's broken
+    pipe, a traceback)."""
+    from types import SimpleNamespace
+
+    import gymnasium as gym
+
+    from cleanrl_utils import evals
+    from cleanrl_utils.evals.files import save_torch_model
+    from cleanrl_utils.exits import DISK_EXIT
+    from cleanrl_utils.scripts import load_script
+
+    script = load_script("ppo_atari_envpool")
+    agent = script.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
+    model = tmp_path / "ppo_atari_envpool.cleanrl_model"
+    save_torch_model(model, agent, script.Args(), script.__file__)
+    videos = tmp_path / "videos" / "eval"
+    videos.mkdir(parents=True)
+    (videos / ".eval-episode-0.tmp.mp4").symlink_to("/dev/full")  # (the file ffmpeg writes)
+    # (a new folder each evaluation, which the test could not have made first)
+    monkeypatch.setattr(evals, "evaluation_video_dir", lambda model, video_dir: videos)
+    argv = ["--model-path", str(model), "--capture-video", "--video-dir", str(videos.parent)]
+    with pytest.raises(SystemExit) as exit_info:
+        evals.main([*argv, "--eval-episodes", "1", "--no-cuda"])
+    assert exit_info.value.code == DISK_EXIT
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: --capture-video: cannot write the videos in {videos}/: no space left on device "
+        "(ENOSPC)"
+    )
+
+
 def test_the_end_of_a_run_says_where_its_videos_are(tmp_path, monkeypatch, capsys):
     """`--capture-video`: the run's last lines name the videos' folder, then the run folder."""
     from run_testing import open_run

@@ -2,9 +2,10 @@
 
 import sys
 
-from cleanrl_utils import extras
+from cleanrl_utils import extras, output
 from cleanrl_utils.benchmark.cli import main
 
 if __name__ == "__main__":
+    output.guard()  # a lost stdout or stderr (a full disk, `| head`, `2>&-`): said, not a traceback
     extras.install()  # a missing optional package: one line naming its install command
     sys.exit(main())

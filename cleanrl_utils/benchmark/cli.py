@@ -15,6 +15,7 @@ from cleanrl_utils.benchmark.common import (
     PROG,
     Args,
     autotag,
+    check_sweep_command,
     env_id_problem,
     make_jobs,
     print_summary,
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = make_jobs(args)
 
     sweep = sweep_of(args)
+    check_sweep_command(args.command, sweep)  # (before anything runs: exit code 2)
     env = {**os.environ, SWEEP_VARIABLE: sweep}  # (each run records it, and goes on with it)
     # a pool started this launcher: its runs are told this one (the local pool), and a SLURM
     # task on another node could never see that process, so would stop at once
@@ -111,5 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     code = INTERRUPTED if pool.interrupted else print_summary(pool.results)
     if pool.interrupted:
         print("the same command continues the sweep: its stopped runs go on, none twice")
-    print_sweep_end(sweep, succeeded=any(result.ok for result in pool.results))
+    # (a result of None: a job the stop came before)
+    succeeded = any(result is not None and result.ok for result in pool.results)
+    print_sweep_end(sweep, succeeded=succeeded)
     return code

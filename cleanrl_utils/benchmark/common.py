@@ -10,8 +10,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.exits import FAILED
-from cleanrl_utils.folders import read_record
+from cleanrl_utils import protocols
+from cleanrl_utils.exits import FAILED, RunError
+from cleanrl_utils.folders import DERIVED_ARGS, FREE_ARGS, read_record
 from cleanrl_utils.pool import Job, Result, log_tail
 from cleanrl_utils.sweeps import launcher_sweep_id, recorded_sweep, report_command
 
@@ -85,6 +86,92 @@ def finished_runs(runs_dir: Path, sweep: str) -> dict[tuple[str, int], Path]:
         if recorded_sweep(record) == sweep and record.get("finished") and isinstance(args, dict):
             found[str(args.get("env_id")), args.get("seed")] = config.parent
     return found
+
+
+# what the launcher gives each run itself, and what names the protocol rather than its settings
+NOT_COMPARED = FREE_ARGS | DERIVED_ARGS | {"env_id", "seed", "protocol"}
+
+
+def command_flags(command: str) -> dict[str, list[str]]:
+    """The flags `command` gives, as the shell splits it: each flag's name spelled as a field
+    (`--learning-rate` and `--learning_rate`: `learning_rate`) and the words after it up to the
+    next flag (`--flag=value`: that value; none: a switch). A flag given twice: its last."""
+    flags, name = {}, None
+    for word in shlex.split(command):
+        if word.startswith("--") and len(word) > 2:
+            name, eq, value = word[2:].partition("=")
+            name = name.replace("-", "_")
+            flags[name] = [value] if eq else []
+            name = None if eq else name
+        elif name is not None:
+            flags[name].append(word)
+    return flags
+
+
+def _given(words: list[str], recorded):
+    """`words` (a flag's values) as the type of the `recorded` value, or a `str` for a value
+    that cannot be one (it differs)."""
+    if isinstance(recorded, list):
+        kind = recorded[0] if recorded else ""
+        return [_given([w], kind) for w in words]
+    text = " ".join(words)
+    try:
+        if isinstance(recorded, bool):
+            return {"": True, "true": True, "false": False}[text.lower()]
+        if isinstance(recorded, int):
+            return int(text)
+        if isinstance(recorded, float):
+            return float(text)
+    except (KeyError, ValueError):
+        return text
+    return None if recorded is None and text == "None" else text
+
+
+def command_differences(command: str, recorded: dict) -> list[str]:
+    """How the experiment arguments `command` gives differ from `recorded` (a run's config.json
+    `args`): `--flag VALUE (the run: VALUE)`, for each flag the command gives whose value is not
+    the recorded one (`--no-flag` for a switch; `--protocol NAME`: its five settings). A flag
+    the command leaves out is not compared: its default is the script's, which the launcher does
+    not import."""
+    flags = command_flags(command)
+    for name in list(flags):
+        if name.startswith("no_") and name[3:] in recorded and isinstance(recorded[name[3:]], bool):
+            flags[name[3:]] = ["false"]
+    protocol = flags.get("protocol")
+    if protocol and protocol[0] in protocols.NAMES:
+        script = next((Path(w).stem for w in shlex.split(command) if w.endswith(".py")), None)
+        for setting, value in protocols.named(protocol[0], None, script).items():
+            flags.setdefault(
+                setting, [str(value).lower() if isinstance(value, bool) else str(value)]
+            )
+    differences = []
+    for name, words in flags.items():
+        if name in NOT_COMPARED or name not in recorded:
+            continue
+        saved = recorded[name]
+        value = _given(words, saved)
+        if value == saved and isinstance(value, bool) == isinstance(saved, bool):
+            continue
+        shown = value if words or not isinstance(saved, bool) else True
+        differences.append(f"{protocols.flag(name, shown)} (the run: {saved!r})")
+    return differences
+
+
+def check_sweep_command(command: str, sweep: str, runs_dir: Path = RUNS_DIR) -> None:
+    """A run of `sweep` under `runs_dir` made with other experiment arguments than `command`
+    gives (`command_differences`) is another experiment's: continuing or skipping it would mix
+    two experiments in one sweep. One `error:` line naming them, exit code 2."""
+    for config in sorted(Path(runs_dir).glob("*/config.json")):
+        record, _ = read_record(config)
+        args = (record or {}).get("args")
+        if recorded_sweep(record) != sweep or not isinstance(args, dict):
+            continue
+        if differences := command_differences(command, args):
+            raise RunError(
+                f"sweep {sweep}: its run {config.parent} was made with other arguments than "
+                f"this command gives: {'; '.join(differences)}. A sweep is one experiment: give "
+                "this command another --sweep (or none: one derived from the command)"
+            )
 
 
 def skip_finished(jobs: list[Job], sweep: str, runs_dir: Path = RUNS_DIR) -> list[Job]:

@@ -36,7 +36,9 @@ from cleanrl_utils.evals.common import (
     with_training_env,
 )
 from cleanrl_utils.evals.files import Model, model_script, read_model
-from cleanrl_utils.exits import entry_point
+from cleanrl_utils.exits import DISK_EXIT, entry_point
+from cleanrl_utils.output import cause
+from cleanrl_utils.video import WRITE_ERRORS
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):
@@ -121,6 +123,19 @@ def evaluate_model(model: Model, args) -> list[float]:
     script = model_script(model)
     print(f"{model.path}: {model.script} on {model.args['env_id']} ({model.source})")
     video_dir = evaluation_video_dir(model, args.video_dir) if args.capture_video else None
+    try:
+        episodic_returns = play_model(model, script, args, video_dir)
+    except OSError as exc:
+        if video_dir is None or exc.errno not in WRITE_ERRORS:
+            raise
+        fail(f"--capture-video: cannot write the videos in {video_dir}/: {cause(exc)}", DISK_EXIT)
+    print(summary(model.args["env_id"], episodic_returns))
+    if video_dir is not None:
+        print(f"videos: {video_dir}/")
+    return episodic_returns
+
+
+def play_model(model: Model, script, args, video_dir: Path | None) -> list[float]:
     if model.framework == "jax":
         from cleanrl_utils.evals import jax_eval
 
@@ -138,9 +153,6 @@ def evaluate_model(model: Model, args) -> list[float]:
             device=device,
             video_dir=video_dir,
         )
-    print(summary(model.args["env_id"], episodic_returns))
-    if video_dir is not None:
-        print(f"videos: {video_dir}/")
     return episodic_returns
 
 

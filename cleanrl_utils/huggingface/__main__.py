@@ -1,5 +1,7 @@
-from cleanrl_utils import extras
+from cleanrl_utils import extras, output
 from cleanrl_utils.huggingface.push import main
+
+output.guard()  # a lost stdout or stderr (a full disk, `| head`, `2>&-`): said, not a traceback
 
 extras.install()  # a missing optional package: one line naming its install command
 main()

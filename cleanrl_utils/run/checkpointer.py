@@ -7,8 +7,11 @@ folder that fails, which ends the run in one line (`disk_failed`)."""
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -20,8 +23,9 @@ from cleanrl_utils.checkpoint import (
     saved_value,
     write_checkpoint,
 )
-from cleanrl_utils.folders import fsync_dir
+from cleanrl_utils.folders import fsync_dir, read_record
 from cleanrl_utils.run.folder import disk_failure, folder_gone, kept_after, trim_partial_record
+from cleanrl_utils.run.records import write_record
 from cleanrl_utils.run.stops import Phase
 
 KEEP = 2  # checkpoints kept per run, newest first
@@ -82,6 +86,7 @@ def save(run, iteration: int, global_step: int, state: dict) -> Path | None:
 
 REWOUND = "rewound_to_{iteration:07d}"  # the folder of the checkpoints a rewind sets aside
 REWOUND_NAME = re.compile(r"rewound_to_\d+(\.\d+)?")  # (`.2`, ...: a second rewind there)
+PENDING = "pending"  # a rewind's record written before its moves, removed once they are done
 
 
 def rewind(run, record: dict) -> None:
@@ -106,28 +111,83 @@ def rewind(run, record: dict) -> None:
         if not folder.exists():
             break
         folder = run.dir / f"{REWOUND.format(iteration=iteration)}.{n}"
-    folder.mkdir()
-    for path in moved:
-        os.replace(path, folder / path.name)
-    fsync_dir(folder)
-    fsync_dir(run.dir)
     if not isinstance(record.get("rewinds"), list):
         record["rewinds"] = []
-    record["rewinds"].append(
-        {
-            "to_iteration": iteration,
-            "global_step": run.payload["global_step"],
-            "from_iteration": checkpoint_iteration(later[0]),
-            "set_aside": [f"{folder.name}/{p.name}" for p in moved],
-            "time": time.time(),
-        }
-    )
+    entry = {
+        "to_iteration": iteration,
+        "global_step": run.payload["global_step"],
+        "from_iteration": checkpoint_iteration(later[0]),
+        "set_aside": [f"{folder.name}/{p.name}" for p in moved],
+        "time": time.time(),
+        PENDING: True,
+    }
+    record["rewinds"].append(entry)
     record["finished"] = None  # (the abandoned line's: this line has its steps to do)
+    # the plan on disk before the first move: a process killed among the moves leaves a record
+    # that the next start finishes (`finish_rewind`), never a model file left to be overwritten
+    write_record(run.dir, record)
+    set_aside(run.dir, folder, [p.name for p in moved])
+    del entry[PENDING]
     names = ", ".join(p.name for p in moved)
     run.say(
         f"rewound to iteration {iteration}: the run goes on from there; the later line it "
         f"abandons ({names}) is kept in {folder}/, never resumed from"
     )
+
+
+def set_aside(run_dir: Path, folder: Path, names: list[str]) -> None:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        if (run_dir / name).exists():  # (a rewind finished after a kill: some are moved)
+            os.replace(run_dir / name, folder / name)
+    fsync_dir(folder)
+    fsync_dir(run_dir)
+
+
+def finish_rewind(run_dir: Path) -> None:
+    """Finishes a rewind that a process killed among its moves left half-made (config.json's
+    entry of `rewinds` still marked pending): the files it set out to set aside moved into its
+    folder, the entry completed, said in one line. Before a resume chooses its checkpoint: one
+    of the abandoned line's is never resumed from, nor its model file overwritten. Nothing when
+    another process holds the run folder (a live rewind finishes itself; the run is refused by
+    the lock) or config.json records no such rewind; a failed write is said and left as it is
+    (the run's own writes will fail the same way, in its one line)."""
+    record, _ = read_record(run_dir / "config.json")
+    rewinds = record.get("rewinds") if record is not None else None
+    if not isinstance(rewinds, list) or not any(
+        isinstance(e, dict) and e.get(PENDING) for e in rewinds
+    ):
+        return
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        record, _ = read_record(run_dir / "config.json")  # (as it is now, under the lock)
+        for entry in record.get("rewinds", []) if record is not None else []:
+            if not (isinstance(entry, dict) and entry.get(PENDING)):
+                continue
+            paths = [str(p).split("/") for p in entry.get("set_aside", [])]
+            folders = {parts[0] for parts in paths if len(parts) == 2}
+            if len(folders) != 1 or not REWOUND_NAME.fullmatch(next(iter(folders))):
+                continue  # (not a plan this module wrote)
+            folder = run_dir / folders.pop()
+            set_aside(run_dir, folder, [parts[1] for parts in paths])
+            del entry[PENDING]
+            write_record(run_dir, record)
+            names = ", ".join(parts[1] for parts in paths)
+            print(
+                f"{run_dir}: finished the rewind to iteration {entry.get('to_iteration')} that a "
+                f"killed process left half-made: the abandoned line ({names}) is kept in "
+                f"{folder}/, never resumed from",
+                file=sys.stderr,
+            )
+    except OSError as exc:  # (the lock held by a live process, or a write that failed)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            print(f"warning: {run_dir}: cannot finish its half-made rewind: {exc}", file=sys.stderr)
+    finally:
+        os.close(fd)
 
 
 def disk_failed(run, what: str, exc: OSError) -> None:

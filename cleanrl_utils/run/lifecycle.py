@@ -70,7 +70,7 @@ from cleanrl_utils.progress import Progress
 from cleanrl_utils.run.checkpointer import KEEP
 from cleanrl_utils.run.folder import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.run.process import ProcessState
-from cleanrl_utils.run.resume import games_seed, given_flags, resume_run
+from cleanrl_utils.run.resume import claim_sweep_run, games_seed, given_flags, resume_run
 from cleanrl_utils.run.stops import Phase
 from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
 from cleanrl_utils.video import run_videos_problem
@@ -114,7 +114,10 @@ class Run:
         if problem := name_problem(args.exp_name, args.env_id):  # (before `--resume auto` looks)
             raise RunError(problem)
         resumed, given = None, given_flags(args, argv)
-        if args.resume is not None or launcher_run_sweep() is not None:  # (a sweep's run goes on)
+        sweep = launcher_run_sweep()
+        if sweep is not None and args.resume in (None, "auto") and self.rank == 0:
+            self.process.hold_claim(claim_sweep_run(args, self.runs_dir, sweep))
+        if args.resume is not None or sweep is not None:  # (a sweep's run goes on)
             resumed = resume_run(args, self.script, self.runs_dir, given, self.world_size)
         if resumed is None:
             self.args = copy.copy(args)

@@ -1,8 +1,9 @@
 """What a run changes in its process while it lives, and gives back when it ends: the handlers of
 its stop signals (SIGTERM, SIGUSR1, SIGHUP, Ctrl-C: `exits.StopRequest`; one the process ignores,
 SIGHUP under `nohup`, stays ignored), `sys.stdout` on the ranks of a multi-process run other than
-0 (their informational lines would repeat rank 0's: they go to os.devnull), and `sys.excepthook`
-(which a library started by the run may replace: W&B).
+0 (their informational lines would repeat rank 0's: they go to os.devnull), `sys.excepthook`
+(which a library started by the run may replace: W&B), and the claim a run of a sweep holds on
+its env id and seed (`cleanrl_utils.run.resume.claim_sweep_run`).
 
 The stops a run recorded before its handlers caught them (`exits.hold_stops`) are forgotten when
 it ends (`exits.release_stops`): a next run in the process starts with none. A script run as a
@@ -29,6 +30,10 @@ class ProcessState:
         self.stops: StopRequest | None = None
         self.stdout = self.devnull = None
         self.excepthook = sys.excepthook
+        self.claim: int | None = None  # (a descriptor with its `flock`)
+
+    def hold_claim(self, fd: int | None) -> None:
+        self.claim = fd
 
     def silence_stdout(self) -> None:
         if self.devnull is None:
@@ -52,3 +57,6 @@ class ProcessState:
             self.devnull.close()
             self.stdout = self.devnull = None
         sys.excepthook = self.excepthook
+        if self.claim is not None:
+            os.close(self.claim)
+            self.claim = None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils import protocols
 from cleanrl_utils.checkpoint import (
     CHECKPOINT_GLOB,
     CorruptCheckpoint,
@@ -34,19 +35,76 @@ from cleanrl_utils.folders import (
     CARRIED_ARGS,
     DERIVED_ARGS,
     FREE_ARGS,
+    file_name,
     find_runs,
     name_problem,
     read_record,
     slurm_task,
 )
-from cleanrl_utils.run.checkpointer import REWOUND_NAME
+from cleanrl_utils.run.checkpointer import REWOUND_NAME, finish_rewind
 from cleanrl_utils.run.folder import lock_holder
-from cleanrl_utils.sweeps import launcher_run_sweep, recorded_sweep
+from cleanrl_utils.sweeps import (
+    LAUNCHER_VARIABLE,
+    launcher_gone,
+    launcher_run_sweep,
+    recorded_sweep,
+)
 
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")
 # how long a run of a sweep waits for the process still writing its run folder to stop
 FOLDER_WAIT_S = 300.0
+CLAIMS = ".claims"  # runs/.claims/: a sweep's claims on its env ids and seeds (hidden: no run)
+
+
+def claim_sweep_run(args, runs_dir: Path, sweep: str, timeout_s: float = FOLDER_WAIT_S):
+    """Claims `sweep`'s env id and seed of `args` for this process (an `flock` on
+    `runs/.claims/{sweep}__{env id}__{seed}.lock`, held until the run gives it back: the
+    descriptor, or None when no claim file can be made, where the run folder's own write will say
+    why), before the sweep's run is looked for: two launchers of one command at once never
+    train a seed twice. A claim held by a run whose launcher is gone (it is writing its
+    checkpoint and stopping) is waited for, up to `timeout_s`; one held by a run whose launcher
+    lives is that run's: a `RunError` of exit code 0, one line (this process has nothing to do)."""
+    path = runs_dir / CLAIMS / f"{sweep}__{file_name(args.env_id)}__{args.seed}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    deadline, said = time.monotonic() + timeout_s, False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    os.close(fd)
+                    return None
+            pid, _, launcher = os.pread(fd, 200, 0).decode(errors="replace").partition(" ")
+            holder = f"process {pid}" if pid.isdigit() else "another process"
+            if not launcher_gone(launcher.strip()) or time.monotonic() > deadline:
+                line = (
+                    f"sweep {sweep}: {args.env_id} seed {args.seed} is run now by {holder} "
+                    "(another launcher's): not run twice; that run goes on there"
+                )
+                raise RunError("claimed", 0, line)
+            if not said:
+                print(
+                    f"sweep {sweep}: {args.env_id} seed {args.seed} is still run by {holder}, "
+                    f"whose launcher is gone: waiting for it to write its checkpoint and stop "
+                    f"(up to {timeout_s:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                said = True
+            time.sleep(0.5)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {os.environ.get(LAUNCHER_VARIABLE, '')}".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def games_seed(seed: int, iteration: int) -> int:
@@ -72,6 +130,7 @@ def find_checkpoint(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     if args.resume == "auto":
         return find_unfinished(args, runs_dir)
     path = Path(args.resume)
+    finish_rewind(path if path.is_dir() else path.parent)  # (a kill -9 cut it short)
     if path.is_dir():
         folder, files = path, list_checkpoints(path)
         if not files:
@@ -105,6 +164,7 @@ def find_unfinished(args, runs_dir: Path) -> tuple[Path, Path, dict] | None:
     for run_dir in find_runs(runs_dir, args.env_id, args.exp_name, args.seed):
         if task is not None and not started_by(run_dir, task):
             continue
+        finish_rewind(run_dir)
         found = newest_readable(list_checkpoints(run_dir))
         if found is None:
             continue
@@ -137,6 +197,7 @@ def find_sweep_run(args, runs_dir: Path, sweep: str) -> tuple[Path, Path, dict] 
         if recorded_sweep(record) != sweep:
             continue
         wait_for_folder(run_dir)
+        finish_rewind(run_dir)
         found = newest_readable(list_checkpoints(run_dir))
         if found is not None:
             print(f"sweep {sweep}: its run {run_dir.name} goes on", file=sys.stderr)
@@ -257,7 +318,7 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
     taken = {}
     for name, saved in saved_args.items():
-        if name in DERIVED_ARGS or name not in defaults:
+        if name in DERIVED_ARGS or name not in defaults or name == "protocol":
             continue
         value = getattr(args, name)
         if name in FREE_ARGS:
@@ -274,6 +335,8 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
             f"--resume: the checkpoint was made with {flag} {saved!r}, this command gives "
             f"{value!r} (drop {flag} or start a new run)"
         )
+    if "protocol" in defaults and "protocol" in saved_args:
+        taken |= protocol_taken(args, saved_args, given, defaults["protocol"])
     for name in defaults:
         if name in given or name in FREE_ARGS or name in DERIVED_ARGS:
             continue
@@ -288,6 +351,30 @@ def reconcile_args(args, payload: dict, script: str, file: Path, given: set[str]
     for name, value in taken.items():
         setattr(reconciled, name, value)
     return reconciled
+
+
+def protocol_taken(args, saved_args: dict, given: set[str], default) -> dict:
+    """`--protocol` reconciled with the checkpoint's: its five settings are the run's, not its
+    name (a run made with Machado's settings given one by one has no name recorded, and is
+    resumed with `--protocol machado`). Not given: the checkpoint's name (`{"protocol": ...}`);
+    given, it must mean the checkpoint's settings, else a `RunError` naming the first that
+    differs. A name that is no protocol's is `protocols.protocol_problem`'s to say."""
+    name = args.protocol
+    if "protocol" not in given and name == default:
+        return {"protocol": saved_args["protocol"]}
+    if name not in protocols.NAMES:
+        return {}
+    for setting, value in protocols.named(name, args).items():
+        if setting not in saved_args:
+            continue
+        saved = saved_args[setting]
+        if saved != value or isinstance(saved, bool) != isinstance(value, bool):
+            raise RunError(
+                f"--resume: the checkpoint was made with {protocols.flag(setting, saved)}, this "
+                f"command gives --protocol {name}, which means {protocols.flag(setting, value)} "
+                "(drop --protocol or start a new run)"
+            )
+    return {}
 
 
 @dataclasses.dataclass(frozen=True)
