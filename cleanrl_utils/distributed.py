@@ -58,7 +58,15 @@ from cleanrl_utils.compile import share_size
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.output import flush, say
 from cleanrl_utils.rank_watch import late, say_and_exit, watch_joining
-from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement, run_view
+from cleanrl_utils.ranks import (
+    BadMessage,
+    Shuffle,
+    adopt_old_shuffle,
+    decode_messages,
+    disagreement,
+    encode_message,
+    run_view,
+)
 
 
 def default_backend(backend: str, device) -> str:
@@ -181,10 +189,7 @@ class Distributed:
         """The ranks compare `run_view` of their run in one collective: a difference is one
         `error:` line naming it on every rank and exit code 2. A new run's folder is named by
         rank 0's clock (each rank's name holds its own start time)."""
-        import torch.distributed as torch_dist
-
-        views = [None] * self.world_size
-        self._collective(torch_dist.all_gather_object, views, (run_view(run), run.name))
+        views = self._exchange((run_view(run), run.name))
         problem = disagreement([view for view, _ in views])
         if problem:
             self._fail_together(problem, USAGE_ERROR)
@@ -296,14 +301,29 @@ class Distributed:
         return torch.cat(parts, dim=dim)
 
     def gather(self, value) -> list | None:
-        """Every rank's `value` (plain Python data), in rank order, on rank 0; None elsewhere."""
+        """Every rank's `value` (plain data: `ranks.encode_message`), in rank order, on rank 0;
+        None elsewhere."""
         if self.world_size == 1:
             return [value]
-        import torch.distributed as torch_dist
+        values = self._exchange(value)
+        return values if self.is_main else None
 
-        out = [None] * self.world_size if self.is_main else None
-        self._collective(torch_dist.gather_object, value, out, dst=0)
-        return out
+    def _exchange(self, value) -> list:
+        """Every rank's `value`, in rank order, on every rank (every rank reads every message,
+        so that a message that is not one stops all ranks alike: one line naming its sender,
+        exit code 1, and never run). torch's `*_object` collectives would unpickle them."""
+        import torch
+
+        data = torch.frombuffer(bytearray(encode_message(value)), dtype=torch.uint8)
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
+        sizes = self.cat(size, dim=0).tolist()
+        padded = torch.zeros(max(sizes), dtype=torch.uint8, device=self.device)
+        padded[: len(data)] = data.to(self.device)
+        rows = self.cat(padded[None], dim=0).cpu().numpy()
+        try:
+            return decode_messages(rows, sizes, "rank")
+        except BadMessage as exc:
+            self._fail_together(str(exc), FAILED)
 
     def agreed_stop(self, signum: int | None) -> int | None:
         """The stop agreement, once an iteration on every rank: None when no rank got a stop

@@ -23,22 +23,22 @@ Each process uses all of its host's devices (JAX's own SLURM detection would giv
 device: not what a process per host wants). On CPUs the processes' collectives go through gloo
 (JAX's default). Every wait for the others (joining, the agreement) is bounded by
 `CLEANRL_DIST_TIMEOUT_S` (`cleanrl_utils.rank_watch.timeout_s`); a process that ends waits for
-process 0, which runs the evaluation after training, at most `SHUTDOWN_S`.
+process 0, which runs the evaluation after training, at most `SHUTDOWN_S`. The processes' messages
+are JSON (`ranks.encode_message`), never pickles; process 0 listens on the host of the address.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import pickle
 
 import numpy as np
 
 from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import USAGE_ERROR
+from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.output import flush, say
 from cleanrl_utils.rank_watch import DEFAULT_TIMEOUT_S, timeout_s
-from cleanrl_utils.ranks import disagreement, run_view
+from cleanrl_utils.ranks import BadMessage, decode_messages, disagreement, encode_message, run_view
 
 SHUTDOWN_S = 6 * 3600  # (process 0's evaluation games, after the others are done)
 VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
@@ -109,6 +109,8 @@ class JaxDistributed:
                 cluster_detection_method="deactivate",
                 initialization_timeout=math.ceil(self.timeout_s),
                 shutdown_timeout_seconds=SHUTDOWN_S,
+                # (JAX's own default is every interface, whatever host the address names)
+                coordinator_bind_address=self.address if self.is_main else None,
             )
         except Exception as exc:  # (jaxlib's errors: a port in use, a deadline exceeded)
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
@@ -125,24 +127,34 @@ class JaxDistributed:
         naming it on every process and exit code 2. A new run takes process 0's name."""
         views = self.all_gather((run_view(run), run.name))
         if problem := disagreement([view for view, _ in views]):
-            flush()
-            say(f"error: {problem}")
-            os._exit(USAGE_ERROR)  # (every process exits alike: no one waits in the shutdown)
+            self._fail_together(problem, USAGE_ERROR)
         if run.payload is None:
             run.take_name(views[0][1])
 
+    def _fail_together(self, message: str, code: int) -> None:
+        """Every process found the same problem in the same exchange: one `error:` line each,
+        and `code`."""
+        flush()
+        say(f"error: {message}")
+        os._exit(code)  # (every process exits alike: no one waits in the shutdown)
+
     def all_gather(self, value) -> list:
-        """Every process's `value` (plain Python data), in process order, on every process."""
+        """Every process's `value` (plain data: `ranks.encode_message`), in process order, on
+        every process. A message that is not one is one line naming its sender on every
+        process, exit code 1, and never run."""
         if self.world_size == 1:
             return [value]
         from jax.experimental.multihost_utils import process_allgather
 
-        data = np.frombuffer(pickle.dumps(value), np.uint8)
+        data = np.frombuffer(encode_message(value), np.uint8)
         sizes = process_allgather(np.array([len(data)], np.int64))[:, 0]
         padded = np.zeros(int(sizes.max()), np.uint8)
         padded[: len(data)] = data
         rows = process_allgather(padded)
-        return [pickle.loads(row[:size].tobytes()) for row, size in zip(rows, sizes)]
+        try:
+            return decode_messages(rows, sizes, "process")
+        except BadMessage as exc:
+            self._fail_together(str(exc), FAILED)
 
     def gather(self, value) -> list | None:
         """Every process's `value`, in process order, on process 0; None elsewhere."""

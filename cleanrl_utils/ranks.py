@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cleanrl_utils.checkpoint import decode_tree, encode_tree
 from cleanrl_utils.checks import flag
 
 # arguments a rank may hold differently: each node's own GPUs; the resume target is compared
@@ -85,6 +86,35 @@ def disagreement(views: list[dict[str, object]]) -> str | None:
     more = len(differences) - SHOWN_DIFFERENCES
     shown = "; ".join(differences[:SHOWN_DIFFERENCES]) + (f"; {more} more" if more > 0 else "")
     return f"the ranks disagree on {shown} (start every rank with the same command and files)"
+
+
+class BadMessage(ValueError):
+    """Another process's message is not one `encode_message` makes: its line names the sender."""
+
+
+def encode_message(value) -> bytes:
+    """`value` (plain data, NumPy arrays and torch tensors: what a checkpoint holds) as the bytes
+    a process sends the others: JSON and raw numbers (`checkpoint.encode_tree`), which cannot
+    carry code, as a pickle can: the processes listen on a port of the network."""
+    return encode_tree(value)
+
+
+def decode_messages(rows, sizes, noun: str) -> list:
+    """The values in the processes' messages, `rows[i][: sizes[i]]` sent by `noun` i;
+    `BadMessage` naming the first sender whose message is not one (it is never run)."""
+    values = []
+    for sender, (row, size) in enumerate(zip(rows, sizes)):
+        data = bytes(np.asarray(row, np.uint8)[: int(size)])
+        try:
+            values.append(decode_tree(data))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+            why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+            raise BadMessage(
+                f"{noun} {sender} sent a message that is not JSON of this project's form ({why}): "
+                "it is refused unread, nothing in it is run (every process must run the same "
+                "version of cleanrl_utils)"
+            ) from None
+    return values
 
 
 def adopt_old_shuffle(payload: dict, rank: int) -> None:

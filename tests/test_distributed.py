@@ -6,15 +6,20 @@ reaches on the whole rollout, to float tolerance: once with no gradient clipped 
 minibatch's gradient clipped (the ranks clip the sum of their gradients, not each its own). The
 same processes then put a rank's permutation generator one draw out of step: the stop agreement
 catches it. A third case pads each rank's share to the fixed size of `--compile`. In process: each rank's share of a minibatch (padded or not), a padded share's loss, what the ranks
-compare at the start, the backend's default, the permutation generator and its older checkpoints.
+compare at the start, the backend's default, the permutation generator and its older checkpoints,
+the processes' messages (JSON: a pickle from another process is refused unread). One JAX process
+at a time, without a script: where its coordinator listens.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import pickle
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -336,3 +341,143 @@ def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypat
     for fine, seconds in (("", 600.0), ("5", 5.0), (" 2.5 ", 2.5)):
         monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", fine)
         assert rank_watch.timeout_s() == seconds
+
+
+class Payload:
+    """Unpickling this creates the marker file: what a hostile message would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def process_0_of_2(kind: str, monkeypatch):
+    """Process (rank) 0 of two, of `kind` (torch or JAX), its collective `transport(mine)` (the
+    rows every process sends, as a list) to be given by the test."""
+    import jax.experimental.multihost_utils as multihost
+
+    from cleanrl_utils.jax_distributed import JaxDistributed
+
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("JAX_NUM_PROCESSES", "2")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("JAX_PROCESS_ID", "0")
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1")
+    if kind == "jax":
+        dist = JaxDistributed(make_args())
+    else:
+        dist = Distributed(make_args(local_num_envs=1))
+
+    def connect(transport):
+        monkeypatch.setattr(multihost, "process_allgather", lambda x: np.stack(transport(x)))
+        parts = lambda t: [torch.from_numpy(p) for p in transport(t.numpy())]  # noqa: E731
+        monkeypatch.setattr(dist, "cat", lambda t, dim: torch.cat(parts(t), dim), raising=False)
+
+    return dist, connect
+
+
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_a_message_that_is_a_pickle_is_refused_unread_with_one_line_naming_its_sender(
+    kind, tmp_path, monkeypatch, capsys
+):
+    """The processes' exchanges (the start's agreement, the checkpoint's RNG states, the games)
+    carry plain data as JSON: a message from process 1 that is a pickle whose payload would
+    create a file is one line naming process 1, on every process, exit code 1, and the file
+    never appears (the processes unpickled each other's messages: anything that reached the
+    port could run code in them)."""
+    marker = tmp_path / "payload-ran"
+    hostile = np.frombuffer(pickle.dumps({"x": Payload(marker)}), np.uint8)
+
+    def hostile_transport(mine: np.ndarray) -> list:
+        if mine.dtype == np.int64:  # (the sizes first)
+            return [mine, np.full_like(mine, len(hostile))]
+        theirs = np.zeros_like(mine)
+        theirs.reshape(-1)[: len(hostile)] = hostile
+        return [mine, theirs]
+
+    def exit_(code):
+        raise SystemExit(code)
+
+    dist, connect = process_0_of_2(kind, monkeypatch)
+    connect(hostile_transport)
+    monkeypatch.setattr(os, "_exit", exit_)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as raised:
+        dist.gather([(1, 2.0, 3)])
+    assert not marker.exists()
+    said = capsys.readouterr().err.strip().splitlines()
+    assert raised.value.code == 1 and len(said) == 1, said
+    noun = "rank" if kind == "torch" else "process"
+    assert said[0].startswith(f"error: {noun} 1 sent a message that is not JSON"), said
+    assert "nothing in it is run" in said[0]
+    # what the processes do send goes through whole: tuples, numbers, NumPy arrays
+    connect(lambda mine: [mine, mine])
+    state = np.random.get_state()
+    got = dist.gather({"games": [(1, 2.0, 3)], "numpy": state})
+    assert got[1]["games"] == [(1, 2.0, 3)] and (got[1]["numpy"][1] == state[1]).all()
+
+
+def listening_hosts(port: int) -> list[str]:
+    """The local addresses of the TCP sockets listening on `port` (Linux's /proc/net)."""
+    import ipaddress
+
+    hosts = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            host, _, port_hex = local.partition(":")
+            if state == "0A" and int(port_hex, 16) == port:  # (0A: LISTEN)
+                raw = bytes.fromhex(host)
+                # (the kernel writes each 32-bit word in host order: little-endian here)
+                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+                address = ipaddress.ip_address(raw)
+                # (gRPC listens on an IPv6 socket for an IPv4 address too, mapped)
+                hosts.append(str(getattr(address, "ipv4_mapped", None) or address))
+    return hosts
+
+
+JAX_PROCESS = """
+import types
+from cleanrl_utils import entry
+from cleanrl_utils.jax_distributed import JaxDistributed
+with entry.point():
+    JaxDistributed(types.SimpleNamespace(num_envs=4)).connect()
+"""
+
+
+def start_jax_process(tmp_path, address: str, process_id: int, timeout_s: float = 30):
+    """One process of two of `jax.distributed` (no script: what `connect` does alone)."""
+    env = script_env(
+        tmp_path,
+        JAX_PLATFORMS="cpu",
+        JAX_COORDINATOR_ADDRESS=address,
+        JAX_NUM_PROCESSES="2",
+        JAX_PROCESS_ID=str(process_id),
+        CLEANRL_DIST_TIMEOUT_S=str(timeout_s),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", JAX_PROCESS],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_jax_coordinator_listens_on_the_host_it_is_given_alone(tmp_path):
+    """Process 0 given `127.0.0.1:PORT` listens there, not on every interface (JAX's default:
+    a loopback run was open to the network)."""
+    port = free_port()
+    proc = start_jax_process(tmp_path, f"127.0.0.1:{port}", 0)
+    try:
+        deadline = time.time() + 60
+        while not (hosts := listening_hosts(port)) and proc.poll() is None:
+            assert time.time() < deadline, "process 0 never listened"
+            time.sleep(0.1)
+        assert hosts == ["127.0.0.1"], (hosts, proc.poll())
+    finally:
+        proc.kill()
+        proc.communicate()
