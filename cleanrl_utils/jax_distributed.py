@@ -31,16 +31,20 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+import threading
+import time
 
 import numpy as np
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks import C_INT, fail
 from cleanrl_utils.exits import FAILED, USAGE_ERROR
 from cleanrl_utils.output import flush, say
 from cleanrl_utils.rank_watch import DEFAULT_TIMEOUT_S, timeout_s
 from cleanrl_utils.ranks import BadMessage, decode_messages, disagreement, encode_message, run_view
 
 SHUTDOWN_S = 6 * 3600  # (process 0's evaluation games, after the others are done)
+JAX_GRACE_S = 60  # jaxlib's own join timeout past CLEANRL_DIST_TIMEOUT_S (the watchdog's)
 VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 
 
@@ -74,6 +78,17 @@ def process_layout(env=os.environ) -> tuple[str | None, int, int]:
     return address, count, index
 
 
+def wait_for_listener(host: str, port: int) -> None:
+    """Returns once `host:port` takes a TCP connection (the caller's watchdog bounds the wait):
+    jaxlib's own wait for a coordinator that never comes ends in an abort."""
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.2)
+
+
 class JaxDistributed:
     """This process's place in the run (rank, world size) and the exchanges `Run` makes."""
 
@@ -94,20 +109,38 @@ class JaxDistributed:
 
     def connect(self, run=None) -> None:
         """Joins the other processes (`jax.distributed.initialize`, before any JAX computation);
-        a coordinator that cannot be reached or bound within `timeout_s` is one `error:` line and
-        exit code 2. With `run`, the processes then agree on it (`agree`)."""
+        a coordinator that cannot be reached or bound, or processes that do not all join within
+        `timeout_s`, is one `error:` line and exit code 2. With `run`, the processes then agree
+        on it (`agree`)."""
         if self.world_size == 1:
             return
         import jax
 
+        host, _, port = self.address.rpartition(":")
+        # jaxlib ends a join that outlasts its own timeout with LOG(FATAL), a SIGABRT that Python
+        # cannot catch: this watchdog ends it first, with the line of how far it got
+        self.joining = f"nothing answered at {self.address} (process 0, the coordinator)"
+        if self.is_main:
+            self.joining = f"the other {self.world_size - 1} did not all join at {self.address}"
+        watchdog = threading.Timer(self.timeout_s, self._late)
+        watchdog.daemon = True
+        watchdog.start()
         try:
+            if not self.is_main:
+                wait_for_listener(host.strip("[]"), int(port))
+                self.joining = (
+                    f"something listens at {self.address}, but the {self.world_size} processes "
+                    "did not all join there (another program on that port, or a process not "
+                    "started?)"
+                )
             jax.distributed.initialize(
                 self.address,
                 self.world_size,
                 self.rank,
                 local_device_ids=None,
                 cluster_detection_method="deactivate",
-                initialization_timeout=math.ceil(self.timeout_s),
+                # (longer than the watchdog's: its line, not jaxlib's abort)
+                initialization_timeout=min(math.ceil(self.timeout_s) + JAX_GRACE_S, C_INT),
                 shutdown_timeout_seconds=SHUTDOWN_S,
                 # (JAX's own default is every interface, whatever host the address names)
                 coordinator_bind_address=self.address if self.is_main else None,
@@ -118,6 +151,8 @@ class JaxDistributed:
                 f"process {self.rank}: could not join the other {self.world_size - 1} at "
                 f"{self.address} within {self.timeout_s:.0f} s (CLEANRL_DIST_TIMEOUT_S): {first}"
             )
+        finally:
+            watchdog.cancel()
         self.connected = True
         if run is not None:
             self.agree(run)
@@ -130,6 +165,15 @@ class JaxDistributed:
             self._fail_together(problem, USAGE_ERROR)
         if run.payload is None:
             run.take_name(views[0][1])
+
+    def _late(self) -> None:
+        flush()
+        say(
+            f"error: process {self.rank}: {self.joining} within {self.timeout_s:.0f} s "
+            "(CLEANRL_DIST_TIMEOUT_S): start every process with the same "
+            "JAX_COORDINATOR_ADDRESS and JAX_NUM_PROCESSES, or wait longer"
+        )
+        os._exit(USAGE_ERROR)  # (from the watchdog's thread, while jaxlib holds the main one)
 
     def _fail_together(self, message: str, code: int) -> None:
         """Every process found the same problem in the same exchange: one `error:` line each,

@@ -8,7 +8,8 @@ same processes then put a rank's permutation generator one draw out of step: the
 catches it. A third case pads each rank's share to the fixed size of `--compile`. In process: each rank's share of a minibatch (padded or not), a padded share's loss, what the ranks
 compare at the start, the backend's default, the permutation generator and its older checkpoints,
 the processes' messages (JSON: a pickle from another process is refused unread). One JAX process
-at a time, without a script: where its coordinator listens.
+at a time, without a script: where its coordinator listens, and the one line of a coordinator or
+peers that never come.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 import os
 import pickle
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -481,3 +483,33 @@ def test_the_jax_coordinator_listens_on_the_host_it_is_given_alone(tmp_path):
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_a_jax_process_whose_coordinator_never_comes_is_one_line_and_exit_2_in_time(tmp_path):
+    """Process 1 with nothing at the coordinator's address, process 1 whose coordinator's port
+    a program holds that is not JAX (it takes connections, says nothing), process 0 whose
+    process 1 never comes: each waits `CLEANRL_DIST_TIMEOUT_S`, then one `error:` line saying
+    how far it got, exit code 2 (jaxlib's own timeout is a LOG(FATAL): SIGABRT, a C++ stack,
+    exit 134)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        holder = f"127.0.0.1:{held.getsockname()[1]}"
+        cases = {
+            "nothing answered at": (f"127.0.0.1:{free_port()}", 1),
+            "something listens at": (holder, 1),
+            "the other 1 did not all join": (f"127.0.0.1:{free_port()}", 0),
+        }
+        started = time.time()
+        procs = {
+            said: start_jax_process(tmp_path, address, process_id, timeout_s=1)
+            for said, (address, process_id) in cases.items()
+        }
+        ended = {said: proc.communicate(timeout=60) for said, proc in procs.items()}
+    assert time.time() - started < 30
+    for said, (out, err) in ended.items():
+        lines = err.strip().splitlines()
+        assert procs[said].returncode == 2 and len(lines) == 1, (said, out, err)
+        process_id = cases[said][1]
+        assert lines[0].startswith(f"error: process {process_id}: {said}"), lines
+        assert "within 1 s (CLEANRL_DIST_TIMEOUT_S)" in lines[0], lines
