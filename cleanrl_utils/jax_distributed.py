@@ -29,6 +29,7 @@ are JSON (`ranks.encode_message`), never pickles; process 0 listens on the host 
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import socket
@@ -78,6 +79,33 @@ def process_layout(env=os.environ) -> tuple[str | None, int, int]:
     return address, count, index
 
 
+def listen_problem(host: str, port: int) -> str | None:
+    """Why process 0 cannot listen on `host:port` (JAX's coordinator), found by binding it
+    first; None when it can. jaxlib's own failure comes after a C++ log line."""
+    address = f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        return f"cannot listen at {address}: the host is not known here ({exc})"
+    for family, kind, proto, _, where in found:
+        with socket.socket(family, kind, proto) as probe:
+            # (as JAX's server does: a connection of an earlier run, closing, holds nothing)
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return (
+                        f"the port of {address} is in use by another program: give "
+                        "JAX_COORDINATOR_ADDRESS another port (the same on every process)"
+                    )
+                return (
+                    f"cannot listen at {address} ({exc.strerror or exc}): give "
+                    "JAX_COORDINATOR_ADDRESS a host:port of process 0's machine"
+                )
+    return None
+
+
 def wait_for_listener(host: str, port: int) -> None:
     """Returns once `host:port` takes a TCP connection (the caller's watchdog bounds the wait):
     jaxlib's own wait for a coordinator that never comes ends in an abort."""
@@ -122,6 +150,8 @@ class JaxDistributed:
         self.joining = f"nothing answered at {self.address} (process 0, the coordinator)"
         if self.is_main:
             self.joining = f"the other {self.world_size - 1} did not all join at {self.address}"
+        if self.is_main and (problem := listen_problem(host.strip("[]"), int(port))):
+            fail(f"process 0: {problem}")
         watchdog = threading.Timer(self.timeout_s, self._late)
         watchdog.daemon = True
         watchdog.start()
@@ -149,7 +179,7 @@ class JaxDistributed:
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
             fail(
                 f"process {self.rank}: could not join the other {self.world_size - 1} at "
-                f"{self.address} within {self.timeout_s:.0f} s (CLEANRL_DIST_TIMEOUT_S): {first}"
+                f"{self.address}: {first}"
             )
         finally:
             watchdog.cancel()

@@ -7,9 +7,9 @@ minibatch's gradient clipped (the ranks clip the sum of their gradients, not eac
 same processes then put a rank's permutation generator one draw out of step: the stop agreement
 catches it. A third case pads each rank's share to the fixed size of `--compile`. In process: each rank's share of a minibatch (padded or not), a padded share's loss, what the ranks
 compare at the start, the backend's default, the permutation generator and its older checkpoints,
-the processes' messages (JSON: a pickle from another process is refused unread). One JAX process
-at a time, without a script: where its coordinator listens, and the one line of a coordinator or
-peers that never come.
+the processes' messages (JSON: a pickle from another process is refused unread). JAX processes,
+without a script: where the coordinator listens, and the one line of a coordinator or
+peers that never come, or of a coordinator's port in use.
 """
 
 from __future__ import annotations
@@ -513,3 +513,18 @@ def test_a_jax_process_whose_coordinator_never_comes_is_one_line_and_exit_2_in_t
         process_id = cases[said][1]
         assert lines[0].startswith(f"error: process {process_id}: {said}"), lines
         assert "within 1 s (CLEANRL_DIST_TIMEOUT_S)" in lines[0], lines
+
+
+def test_a_jax_coordinators_port_in_use_is_one_line_at_once(tmp_path):
+    """Process 0 whose port another program holds: one line saying so, at once, exit code 2
+    (it followed jaxlib's C++ log line and said "within 600 s" of a failure at once)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        address = f"127.0.0.1:{held.getsockname()[1]}"
+        proc = start_jax_process(tmp_path, address, 0, timeout_s=600)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and err.strip().splitlines() == [
+        f"error: process 0: the port of {address} is in use by another program: give "
+        "JAX_COORDINATOR_ADDRESS another port (the same on every process)"
+    ], (out, err)
