@@ -164,7 +164,7 @@ def explanation(args, score: str) -> str:
     return (
         "Human-normalised score of a run: (return - random) / (human - random), with the random "
         "and human scores of `cleanrl_utils/data/atari_human_random_scores.csv`; a run's return "
-        f"is its final return ({score}). As rliable (Agarwal "
+        f"is its final return, {score}. As rliable (Agarwal "
         "et al. 2021), over the games that every script of a protocol ran: **median** and "
         "**mean** over games of each game's mean over seeds; **IQM**, the mean of the middle "
         "50% of all runs' scores; **optimality gap**, how far the runs fall short of human "
