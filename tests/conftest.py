@@ -18,6 +18,20 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True)
+def stop_signals_restored():
+    """Library code run in a test may ignore SIGTERM (a rank's last words before `os._exit`,
+    faked in process): left so, the worker would pass it on to every process it starts later,
+    and their stop tests would wait for a signal that never arrives. Each test's end puts the
+    stop signals' handlers back."""
+    stops = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+    saved = {signum: signal.getsignal(signum) for signum in stops}
+    yield
+    for signum, handler in saved.items():
+        if handler is not None and signal.getsignal(signum) != handler:
+            signal.signal(signum, handler)
+
+
 def pytest_collection_finish(session):
     """In an xdist worker under `--dist loadgroup`: every test with an `xdist_group` mark must
     carry its group in its node id, which is all the scheduler reads. pytest 9.2 ignores the

@@ -316,8 +316,11 @@ def test_two_compiled_ranks_learn_what_two_eager_ranks_learn_and_compile_only_on
     compiled, eager = read_scalars(run_dir), read_scalars(eager_dir)
     for tag in (t for t in LOGGED_EVERY_ITERATION if t.startswith("losses/")):
         assert [s for s, _ in compiled[tag]] == [BATCH * i for i in (1, 2, 3, 4)], tag
+        # explained variance, 1 - var(returns - values) / var(returns), magnifies the values'
+        # float rounding (compiled kernels sum in another order) where the returns vary little
+        rel = 5e-3 if tag == "losses/explained_variance" else 1e-3
         for (_, x), (_, y) in zip(compiled[tag], eager[tag]):
-            assert x == pytest.approx(y, rel=1e-3, abs=1e-6, nan_ok=True), (tag, x, y)
+            assert x == pytest.approx(y, rel=rel, abs=1e-6, nan_ok=True), (tag, x, y)
 
 
 @pytest.mark.slow

@@ -487,10 +487,17 @@ def test_a_crash_of_non_finite_values_in_the_first_iteration_is_the_diverged_lin
                 parameter.fill_(1e30)
         train_step(agent, optimizer)
     assert isinstance(error.value.__cause__, (ValueError, RuntimeError)) and error.value.code == 1
-    assert error.value.message.startswith(
-        "iteration 1: the training diverged: the agent's output (logits) holds NaN or infinite "
-        "values (a learning rate too large? --learning-rate 0.00025); no checkpoint was written"
-    ), error.value.message
+    # which of torch's checks sees it first depends on `Distribution`'s argument validation,
+    # which a script imported earlier in the same process may have turned off
+    said = "the agent's output (logits)", "the agent's output (action probabilities)"
+    message = error.value.message
+    assert any(
+        message.startswith(
+            f"iteration 1: the training diverged: {output} holds NaN or infinite values (a "
+            "learning rate too large? --learning-rate 0.00025); no checkpoint was written"
+        )
+        for output in said
+    ), message
     assert run.finished and run.lock_fd is None
 
 
