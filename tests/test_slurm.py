@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from logs_testing import read_scalars
 from ports import free_port
+from scripts_testing import run_dirs
 from slurm_cluster import SlurmCluster
 
 from cleanrl_utils.checkpoint import read_checkpoint
@@ -225,7 +226,7 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
     text = log.read_text()  # --open-mode=append: both attempts
     assert "received SIGUSR1" in text and "exiting with code 75" in text, text
     assert "resuming Breakout-v5__ppo_atari_envpool__1__" in text, text
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = run_dirs(tmp_path)  # (not the sweep's hidden claims)
     steps = [step for step, _ in read_scalars(run_dir, files=2)["losses/value_loss"]]
     assert steps == [32 * i for i in range(1, iterations + 1)]
     assert (run_dir / f"checkpoint_{iterations:07d}.ckpt").exists()
