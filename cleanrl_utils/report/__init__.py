@@ -17,7 +17,7 @@ logs of finished runs, offline. One module per job:
 - `style`: one colour per method, the figure formats, how a run's score is said;
 - `atari5`: the Atari-5 models and game sets; `suite`: each method's 57-game estimate;
 - `paper`: the paper kit (`evaluation.md`, `aggregate.tex`, `references.bib`, the tables of
-  differing arguments and of software);
+  differing arguments and of software); `references`: the works it cites;
 - `options`: the flags (`Args`); `cli`: `main`, which reads the runs and writes every file.
 """
 

@@ -39,10 +39,10 @@ from cleanrl_utils.report.paper import (
     aggregate_tex,
     differing_arguments,
     evaluation_md,
-    references_bib,
     software,
 )
 from cleanrl_utils.report.plots import plot_set, without_games
+from cleanrl_utils.report.references import references_bib
 from cleanrl_utils.report.sections import (
     comparisons,
     describe_set,
