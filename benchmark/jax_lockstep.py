@@ -39,9 +39,9 @@ import optax
 import tyro
 from flax.training.train_state import TrainState
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checkpoint import read_checkpoint, restored_value
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.scripts import load_script
+from cleanrl_utils.files.state_file import read_checkpoint, restored_value
 
 loop = load_script("ppo_atari_envpool_xla_jax")
 scan = load_script("ppo_atari_envpool_xla_jax_scan")

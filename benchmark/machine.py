@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.files.scripts import load_script
 
 
 @dataclass

@@ -22,9 +22,9 @@ import gymnasium
 import numpy as np
 import torch
 
-from cleanrl_utils.compile import share_size
-from cleanrl_utils.distributed import Distributed
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.distributed.torch_ranks import Distributed
+from cleanrl_utils.files.scripts import load_script
+from cleanrl_utils.ppo.compile import share_size
 
 SCRIPT = "ppo_atari_envpool_multigpu"
 LOCAL_ENVS, STEPS, MINIBATCHES, EPOCHS = 4, 128, 4, 4

@@ -40,9 +40,9 @@ from throughput_report import (
     summarize,
 )
 
-from cleanrl_utils.checks import fail
-from cleanrl_utils.checks import parse_args as parse_flags
-from cleanrl_utils.exits import RunError, entry_point
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.checks.args import parse_args as parse_flags
+from cleanrl_utils.cli.errors import RunError, entry_point
 
 
 class UsageError(RunError):

@@ -22,7 +22,7 @@ import tyro
 from machine import Sizes
 from throughput_args import KINDS, MULTI_PROCESS, Args
 
-from cleanrl_utils.checks import tyro_error_line
+from cleanrl_utils.checks.args import tyro_error_line
 from cleanrl_utils.report.events import event_files, read_event_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers", "ale_vector
 ENV_KINDS = tuple(LABELS)  # each has its own bound: the env stepping random actions alone
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound
 PHASES = ("rollout", "advantages", "update")  # each script logs `time/{phase}` every iteration
-PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/progress.py, not on a terminal
+PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/cli/progress.py, not on a terminal
 
 
 def env_id_for(script: str, game: str) -> str:

@@ -9,9 +9,9 @@ from functools import partial
 
 import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks import check_envpool_atari_id, check_ppo_args, fail, parse_args
-from cleanrl_utils.jax_distributed import JaxDistributed
-from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.checks.args import check_envpool_atari_id, check_ppo_args, fail, parse_args
+from cleanrl_utils.distributed.jax_processes import JaxDistributed
+from cleanrl_utils.ppo.metrics import explained_variance
 from cleanrl_utils.run import Run
 
 import envpool

@@ -1,7 +1,7 @@
 """The run's lifecycle after its training loop: the model file, the evaluation games and the
 upload, with `--save-model`, `--capture-video` and `--upload-model`, which the scripts call
 after the loop (`save_and_evaluate`; what an upload needs is checked by `Run`, before any work,
-with `cleanrl_utils.hub_auth`). The top floor, above `run`:
+with `cleanrl_utils.checks.hub`). The top floor, above `run`:
 it calls the evaluators (`cleanrl_utils.evals`) and the Hub (`cleanrl_utils.huggingface`), which
 import nothing of it."""
 
@@ -10,18 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checkpoint import list_checkpoints
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import DISK_EXIT, RunError
+from cleanrl_utils.cli.output import cause
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.envs.video import WRITE_ERRORS, run_videos
 from cleanrl_utils.evals import evaluate, jax_eval
 from cleanrl_utils.evals.common import evaluation_seed, with_training_env
-from cleanrl_utils.evals.files import save_jax_model, save_torch_model
-from cleanrl_utils.exits import DISK_EXIT, RunError
+from cleanrl_utils.files.model_file import save_jax_model, save_torch_model
+from cleanrl_utils.files.state_file import list_checkpoints
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
-from cleanrl_utils.output import cause
-from cleanrl_utils.run import checkpointer
-from cleanrl_utils.run.folder import kept_after
-from cleanrl_utils.video import WRITE_ERRORS, run_videos
+from cleanrl_utils.run import checkpoints as checkpointer
+from cleanrl_utils.run.folder_guard import kept_after
 
 
 def save_and_evaluate(run, agent, make_env, episode_statistics, device="cpu", params=None):

@@ -2,9 +2,9 @@
 
     python -m cleanrl_utils.convert runs/RUN/checkpoint_0000200.ckpt runs/RUN/ppo_atari_envpool.cleanrl_model
 
-A checkpoint (`CLEANRL-CHECKPOINT-1`, a pickle) becomes a checkpoint of `cleanrl_utils.checkpoint`'s
+A checkpoint (`CLEANRL-CHECKPOINT-1`, a pickle) becomes a checkpoint of `cleanrl_utils.files.state_file`'s
 code-free format; a torch model file (`torch.save`) becomes a safetensors model file
-(`cleanrl_utils.evals.files`). Converting unpickles the file, which runs any code a pickle
+(`cleanrl_utils.files.model_file`). Converting unpickles the file, which runs any code a pickle
 carries: this command is for files you or your own runs wrote, never for downloaded ones. Nothing
 else in this project unpickles anything.
 """
@@ -19,12 +19,17 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils import extras, output
-from cleanrl_utils.checkpoint import PICKLE_MAGIC, CorruptCheckpoint, checked_body, write_checkpoint
-from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.evals.files import METADATA_KEY, ZIP_MAGIC, model_info
-from cleanrl_utils.exits import entry_point
-from cleanrl_utils.folders import atomic_write_bytes
+from cleanrl_utils.checks.args import fail, parse_args
+from cleanrl_utils.cli import extras, output
+from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.files.config import atomic_write_bytes
+from cleanrl_utils.files.model_file import METADATA_KEY, ZIP_MAGIC, model_info
+from cleanrl_utils.files.state_file import (
+    PICKLE_MAGIC,
+    CorruptCheckpoint,
+    checked_body,
+    write_checkpoint,
+)
 
 
 @dataclass

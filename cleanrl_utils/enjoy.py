@@ -2,7 +2,7 @@
 pushed to the Hugging Face Hub (`cleanrl_utils.huggingface`: `args.json`, then the model file it
 names) with `huggingface_hub`; `--model-path` takes a local model file, checkpoint or downloaded
 repository folder. Either way the model is read without running any code
-(`cleanrl_utils.evals.files`: a pickle is refused), its script and env id are checked, and its
+(`cleanrl_utils.files.model_file`: a pickle is refused), its script and env id are checked, and its
 games are played by the evaluator (`cleanrl_utils.evals`), recorded as mp4 files with
 `--capture-video`.
 """
@@ -13,12 +13,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils import extras, output
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli import extras, output
+from cleanrl_utils.cli.errors import RunError, entry_point
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
-from cleanrl_utils.evals.files import read_model
-from cleanrl_utils.exits import RunError, entry_point
+from cleanrl_utils.files.model_file import read_model
 
 
 @dataclass

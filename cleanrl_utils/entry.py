@@ -23,7 +23,8 @@ the scripts' one entry point helper (`exits.EntryPoint`)."""
 import os
 import sys
 
-from cleanrl_utils import exits, extras, output
+from cleanrl_utils.cli import errors as exits
+from cleanrl_utils.cli import extras, output
 
 extras.install()
 

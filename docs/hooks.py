@@ -5,6 +5,8 @@
   site). `<!-- flags: PATH -->` in any page is replaced with the flags table of PATH's `Args`.
 - `<!-- differences: collected -->` is replaced with every section of the script pages whose
   heading speaks of differences from the published reference.
+- `<!-- floors: PACKAGE -->` is replaced with the picture of PACKAGE's floors (`FLOORS`): each
+  floor's units, a subpackage with its modules.
 - `<!-- imports: PACKAGE -->` is replaced with a table of PACKAGE's modules (a folder under the
   repository root), their lengths and the package modules each imports (read with `ast`).
 - Script pages that other people have not written yet (`ppo_*.md`, and their `flags/` and
@@ -26,6 +28,7 @@ SCRIPTS_DIR = REPO_ROOT / "cleanrl"
 FLAGS_MARKER = re.compile(r"<!-- flags: (?P<path>\S+) -->")
 DIFFERENCES_MARKER = "<!-- differences: collected -->"
 IMPORTS_MARKER = re.compile(r"<!-- imports: (?P<package>[\w/]+) -->")
+FLOORS_MARKER = re.compile(r"<!-- floors: (?P<package>[\w/]+) -->")
 OPTIONAL_PAGE = re.compile(r"^(flags/|benchmark/)?ppo_\w+\.md$")
 
 log = logging.getLogger("mkdocs.hooks.cleanrl")
@@ -244,20 +247,22 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-# The floors of cleanrl_utils, lowest first: a module or subpackage imports from its own floor
-# and lower ones only (tests/test_docs.py). The run lifecycle sits below the tools and the Hub;
-# the steps after training, which call them, are the top floor.
+# The floors of cleanrl_utils, lowest first: a package or top-level module imports from its own
+# floor and lower ones only (tests/test_docs.py), and docs/layout.md draws them from here. What
+# a command says and how it ends sit at the bottom; the checks of bad input above them; the
+# games and the training steps; the files; many processes; the run lifecycle; the tools; the Hub;
+# and the steps after training, which call the tools and the Hub, on top.
 FLOORS = {
-    "base": [
-        "output", "exits", "extras", "entry", "checks", "folders", "checkpoint", "progress", "metrics", "video",
-        "scripts", "compile", "atari_wrappers", "pool", "distributed", "rank_watch", "ranks", "jax_distributed",
-        "torchrun", "hub_auth", "sweeps", "protocols", "machine",
-    ],
+    "cli": ["cli", "entry"],
+    "checks": ["checks"],
+    "games, steps": ["envs", "ppo"],
+    "files": ["files"],
+    "processes": ["distributed", "torchrun"],
     "lifecycle": ["run"],
     "tools": ["evals", "report", "convert", "benchmark", "tuner"],
     "hub": ["huggingface", "enjoy"],
     "after training": ["after_training"],
-}  # fmt: skip
+}
 
 
 # The floors of benchmark/, a folder of command lines (not a package: each runs as `python
@@ -274,7 +279,7 @@ BENCHMARK_FLOORS = {
 
 def unit(module: str) -> str:
     """The module or subpackage of the package that `module` belongs to (`evals` for
-    `cleanrl_utils.evals.files`); the package itself for its `__init__`."""
+    `cleanrl_utils.files.model_file`); the package itself for its `__init__`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -297,6 +302,36 @@ def unit_graph(graph: dict[str, list[str]]) -> dict[str, list[str]]:
             continue
         units.setdefault(unit(name), set()).update(unit(d) for d in deps if "." in d)
     return {name: sorted(deps - {name}) for name, deps in units.items()}
+
+
+def floors_picture(package_dir: Path, floors: dict[str, list[str]] = FLOORS) -> str:
+    """The floors of the package drawn as text, top floor first: each floor's name, then its
+    units, a subpackage with its modules (`run/: lifecycle, resume, ...`), wrapped at 100
+    characters under the units' column."""
+    modules = package_modules(package_dir)
+    lines = []
+    for name, units in reversed(floors.items()):
+        words = []
+        for u in units:
+            subs = [
+                m.rsplit(".", 1)[1]
+                for m in modules
+                if m.startswith(f"{package_dir.name}.{u}.") and m.count(".") == 2
+            ]
+            subs = [m for m in subs if m not in ("__init__", "__main__")]
+            words.append(f"{u}/: {', '.join(subs)};" if subs else f"{u};")
+        words[-1] = words[-1].rstrip(";")
+        line, out = "", []
+        for word in " ".join(words).split(" "):
+            if line and len(line) + 1 + len(word) > 100 - 16:
+                out.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        out.append(line)
+        lines.append(f"{name:<16}{out[0]}")
+        lines += [" " * 16 + rest for rest in out[1:]]
+    return "\n".join(lines)
 
 
 def imports_table(package_dir: Path) -> str:
@@ -375,6 +410,9 @@ def on_page_markdown(markdown, page, config, files):
 
     markdown = FLAGS_MARKER.sub(flags, markdown)
     markdown = IMPORTS_MARKER.sub(lambda m: imports_table(REPO_ROOT / m["package"]), markdown)
+    markdown = FLOORS_MARKER.sub(
+        lambda m: f"```text\n{floors_picture(REPO_ROOT / m['package'])}\n```", markdown
+    )
     if DIFFERENCES_MARKER in markdown:
         pages = [p for p in _nav_pages(config["nav"]) if re.match(r"^ppo_\w+\.md$", p)]
         markdown = markdown.replace(

@@ -7,13 +7,13 @@ import importlib
 
 import pytest
 
-from cleanrl_utils.checks import (
+from cleanrl_utils.checks.args import (
     check_ale_vector_id,
     check_envpool_atari_id,
     check_gymnasium_atari_id,
     check_ppo_args,
 )
-from cleanrl_utils.exits import EntryPoint
+from cleanrl_utils.cli.errors import EntryPoint
 
 ENVPOOL = "ppo_atari_envpool"
 GYMNASIUM = "ppo_atari"

@@ -16,7 +16,7 @@ import time
 import torch
 from update_rank import make_args
 
-from cleanrl_utils.distributed import Distributed
+from cleanrl_utils.distributed.torch_ranks import Distributed
 
 
 def gloo_threads() -> list[str]:

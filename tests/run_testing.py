@@ -9,7 +9,7 @@ from pathlib import Path
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.exits import EntryPoint
+from cleanrl_utils.cli.errors import EntryPoint
 from cleanrl_utils.run import Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cleanrl_utils.entry  # (first, as in the scripts)
-from cleanrl_utils.checks import parse_args
+from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.run import Run
 
 ITERATIONS = {1: 2, 2: 400, 3: 400}

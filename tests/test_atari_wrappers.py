@@ -1,6 +1,6 @@
 """The classic DeepMind preprocessing of `cleanrl/ppo_atari.py` (the LSTM script has the same
 wrappers with a stack of 1), each wrapper on a real game. The wrappers that gymnasium does not
-ship live in `cleanrl_utils/atari_wrappers.py`; the script's `make_env` puts them in order."""
+ship live in `cleanrl_utils/envs/atari_wrappers.py`; the script's `make_env` puts them in order."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from atari_testing import BREAKOUT, FIRE, LEFT, NOOP, find_wrapper, one_torch_thread, wrapper_chain
 
 from cleanrl.ppo_atari import make_env
-from cleanrl_utils.atari_wrappers import EpisodicLife, FireReset, GrayscaleOpenCV, NoopReset
+from cleanrl_utils.envs.atari_wrappers import EpisodicLife, FireReset, GrayscaleOpenCV, NoopReset
 
 __all__ = ["one_torch_thread"]  # the module's autouse fixture
 
@@ -56,7 +56,7 @@ def test_games_without_fire_get_no_fire_reset():
 def test_noop_reset_takes_no_more_no_ops_than_the_scripts_checks_allow():
     """Its loop in a reset holds a stop signal until it ends (3 billion no-ops: hours): past the
     bound the command line refuses (`checks.NOOP_MAX_LIMIT`), it is not made."""
-    from cleanrl_utils.checks import NOOP_MAX_LIMIT
+    from cleanrl_utils.checks.args import NOOP_MAX_LIMIT
 
     with pytest.raises(ValueError, match="noop_max"):
         NoopReset(gym.make(BREAKOUT), noop_max=NOOP_MAX_LIMIT + 1)

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from logs_testing import read_scalars
 
-from cleanrl_utils import benchmark, exits
+from cleanrl_utils import benchmark
+from cleanrl_utils.cli import errors as exits
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_TEMPLATE = REPO / "benchmark" / "cleanrl_1gpu.slurm_template"
@@ -92,7 +93,7 @@ def test_each_run_logs_to_a_file_named_after_its_env_and_seed(tmp_path):
             assert log == f"ran with --env-id {env_id} --seed {seed}\n"
             assert f"[start]  {env_id} seed {seed}" in result.stdout
             assert f"[done]   {env_id} seed {seed}" in result.stdout
-            # seconds as cleanrl_utils.progress.format_seconds writes them: `1.2s`
+            # seconds as cleanrl_utils.cli.progress.format_seconds writes them: `1.2s`
             done = rf"\[done\]   {re.escape(env_id)} seed {seed} in \d+\.\ds  \("
             assert re.search(done, result.stdout), result.stdout
     assert "4 of 4 runs succeeded" in result.stdout
@@ -318,7 +319,7 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
 
 def folder_writer(run_dir: Path) -> int | None:
     """The PID of the process that holds `run_dir`'s lock (a run training in it), None if none."""
-    from cleanrl_utils.run.folder import lock_holder
+    from cleanrl_utils.run.folder_guard import lock_holder
 
     holder = lock_holder(os.stat(run_dir).st_ino)
     return int(holder) if holder.isdigit() else None

@@ -27,7 +27,7 @@ from checks_testing import (
 )
 from scripts_testing import REPO_ROOT
 
-from cleanrl_utils.checks import (
+from cleanrl_utils.checks.args import (
     ENV_ID_PROBLEMS,
     check_ale_vector_id,
     check_env_id,
@@ -36,7 +36,7 @@ from cleanrl_utils.checks import (
     check_ppo_args,
     game_of,
 )
-from cleanrl_utils.exits import EntryPoint
+from cleanrl_utils.cli.errors import EntryPoint
 
 GYMNASIUM_IDS = ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "Pong-v4", "ALE/Pong-v5"]
 ENVPOOL_IDS = ["Pong-v5", "Breakout-v5", "SpaceInvaders-v5"]
@@ -335,7 +335,7 @@ def test_the_derived_sizes_are_not_flags(script, flag, capsys):
 def test_an_integer_past_the_c_type_that_takes_it_is_refused_by_the_parser(script, flags, capsys):
     """Before any run folder: the command line's parse says it (it passed, and EnvPool's or
     ALE's pybind11 raised a TypeError after the folder was made)."""
-    from cleanrl_utils.checks import parse_args
+    from cleanrl_utils.checks.args import parse_args
 
     with pytest.raises(SystemExit) as exit_info, EntryPoint():
         parse_args(importlib.import_module(f"cleanrl.{script}").Args, flags)
@@ -348,7 +348,7 @@ def test_an_integer_past_the_c_type_that_takes_it_is_refused_by_the_parser(scrip
 def test_the_emulators_take_the_largest_values_the_checks_allow(script):
     """The limits are the C types' own: the largest time limit, env count at the largest seed,
     and that seed's evaluation (seed + 1, one env), are taken by EnvPool and ALE."""
-    from cleanrl_utils.checks import C_INT_FLAGS, SEED_LIMIT, number_problem
+    from cleanrl_utils.checks.args import C_INT_FLAGS, SEED_LIMIT, number_problem
 
     make_env = importlib.import_module(f"cleanrl.{script}").make_env
     steps, num_envs = C_INT_FLAGS["max_episode_steps"][0], 2

@@ -1,4 +1,4 @@
-"""Data-parallel PPO (cleanrl_utils/distributed.py and the *_multigpu scripts).
+"""Data-parallel PPO (cleanrl_utils/distributed/torch_ranks.py and the *_multigpu scripts).
 
 The key proof: 2 gloo ranks, real processes, each holding half the envs of a rollout, end a whole
 update (every epoch and minibatch) with the parameters that the single-process sibling script
@@ -38,11 +38,11 @@ from update_rank import (
     make_case,
 )
 
-from cleanrl_utils.checkpoint import decode_tree, encode_tree
-from cleanrl_utils.compile import share_size
-from cleanrl_utils.distributed import Distributed, default_backend
-from cleanrl_utils.ranks import Shuffle, adopt_old_shuffle, disagreement
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.distributed.agreement import Shuffle, adopt_old_shuffle, disagreement
+from cleanrl_utils.distributed.torch_ranks import Distributed, default_backend
+from cleanrl_utils.files.scripts import load_script
+from cleanrl_utils.files.state_file import decode_tree, encode_tree
+from cleanrl_utils.ppo.compile import share_size
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -323,9 +323,9 @@ def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypat
     """`CLEANRL_DIST_TIMEOUT_S` is read where a rank of a multi-process run starts, not at the
     import (it was a traceback there, and NaN, -5, inf went through): one `error:` line naming
     it, exit code 2. Unset or empty: the default; a one-process run never reads it."""
-    from cleanrl_utils import rank_watch
-    from cleanrl_utils.exits import RunError
-    from cleanrl_utils.jax_distributed import JaxDistributed
+    from cleanrl_utils.cli.errors import RunError
+    from cleanrl_utils.distributed import lost_ranks as rank_watch
+    from cleanrl_utils.distributed.jax_processes import JaxDistributed
 
     monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", value)
     args = make_args(local_num_envs=1)
@@ -360,7 +360,7 @@ def process_0_of_2(kind: str, monkeypatch):
     rows every process sends, as a list) to be given by the test."""
     import jax.experimental.multihost_utils as multihost
 
-    from cleanrl_utils.jax_distributed import JaxDistributed
+    from cleanrl_utils.distributed.jax_processes import JaxDistributed
 
     for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("JAX_NUM_PROCESSES", "2")):
         monkeypatch.setenv(name, value)
@@ -442,7 +442,7 @@ def listening_hosts(port: int) -> list[str]:
 JAX_PROCESS = """
 import types
 from cleanrl_utils import entry
-from cleanrl_utils.jax_distributed import JaxDistributed
+from cleanrl_utils.distributed.jax_processes import JaxDistributed
 with entry.point():
     JaxDistributed(types.SimpleNamespace(num_envs=4)).connect()
 """

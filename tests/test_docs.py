@@ -115,7 +115,7 @@ class LinkTargets(HTMLParser):
 def test_cleanrl_utils_has_no_import_circle(tmp_path):
     graph = hooks.import_graph(REPO_ROOT / "cleanrl_utils")
     assert (
-        "cleanrl_utils.checkpoint" in graph["cleanrl_utils.run.lifecycle"]
+        "cleanrl_utils.files.state_file" in graph["cleanrl_utils.run.lifecycle"]
     )  # the graph sees imports
     assert hooks.import_cycle(graph) is None, hooks.import_cycle(graph)
     # and it finds one where there is one
@@ -299,22 +299,25 @@ def test_the_readme_and_the_long_runs_page_give_the_measured_cpu_speed_and_time(
         assert not other, (page, other)  # no other speed
 
 
-def test_the_layout_picture_puts_every_unit_on_its_floor():
-    """docs/layout.md draws the floors of `cleanrl_utils`: each unit of FLOORS on its floor's
-    line, and every module and subpackage of the package, the lifecycle's parts too."""
+def test_the_layout_picture_is_drawn_from_the_floors():
+    """docs/layout.md's picture of the floors of `cleanrl_utils` is drawn from FLOORS when the
+    site is built: each floor's line names its units, and every module and subpackage of the
+    package is on it, a subpackage with its modules."""
     text = (REPO_ROOT / "docs" / "layout.md").read_text()
-    picture = text.split("```text\n", 1)[1].split("```", 1)[0]
+    assert "<!-- floors: cleanrl_utils -->" in text
+    package = REPO_ROOT / "cleanrl_utils"
+    picture = hooks.floors_picture(package)
     drawn, floor = {}, None
     for line in picture.splitlines():
         floor = line[:16].strip() or floor
-        drawn.setdefault(floor, set()).update(w.strip(",:/()") for w in line[16:].split())
+        drawn.setdefault(floor, set()).update(w.strip(",:/;") for w in line[16:].split())
     assert list(drawn) == list(reversed(hooks.FLOORS))  # (drawn top floor first)
     for name, units in hooks.FLOORS.items():
         assert set(units) <= drawn[name], (name, set(units) - drawn[name])
-    package = REPO_ROOT / "cleanrl_utils"
     everything = set().union(*drawn.values())
-    units = {p.stem for p in package.glob("*.py")} | {
-        p.parent.name for p in package.glob("*/__init__.py")
-    }
-    parts = {p.stem for p in (package / "run").glob("*.py")}
-    assert units - {"__init__"} <= everything and parts - {"__init__"} <= everything
+    modules = {p.stem for p in package.rglob("*.py")} - {"__init__", "__main__"}
+    units = {p.parent.name for p in package.glob("*/__init__.py")}
+    assert modules | units <= everything, (modules | units) - everything
+    assert max(len(line) for line in picture.splitlines()) <= 100
+    rendered = hooks.on_page_markdown(text, None, {"nav": []}, None)
+    assert picture in rendered and "<!-- floors:" not in rendered

@@ -1,4 +1,4 @@
-"""`cleanrl_utils.exits`: the exit codes, defined once, and what Ctrl-C does."""
+"""`cleanrl_utils.cli.errors`: the exit codes, defined once, and what Ctrl-C does."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import signal
 import pytest
 from scripts_testing import REPO_ROOT
 
-from cleanrl_utils import exits
+from cleanrl_utils.cli import errors as exits
 
 
 def test_ctrl_c_in_an_entry_point_is_one_line_and_exit_code_130(capsys):
@@ -72,12 +72,12 @@ def test_each_exit_code_is_defined_once_in_cleanrl_utils():
                 )
             ):
                 found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
-    assert found and all(f.startswith("cleanrl_utils/exits.py:") for f in found), found
+    assert found and all(f.startswith("cleanrl_utils/cli/errors.py:") for f in found), found
 
 
 def test_exit_codes_are_imported_from_exits_only():
     """An exit code has one home: every module that names one imports it from
-    `cleanrl_utils.exits`, none through another module that imported it (no re-exports)."""
+    `cleanrl_utils.cli.errors`, none through another module that imported it (no re-exports)."""
     codes = {
         name
         for name, value in vars(exits).items()
@@ -87,7 +87,7 @@ def test_exit_codes_are_imported_from_exits_only():
     for folder in ("cleanrl_utils", "cleanrl", "benchmark", "tests"):
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module != "cleanrl_utils.exits":
+                if isinstance(node, ast.ImportFrom) and node.module != "cleanrl_utils.cli.errors":
                     names = {alias.name for alias in node.names} & codes
                     found += [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {n}" for n in names]
     assert codes >= {"FAILED", "USAGE_ERROR", "DISK_EXIT", "CHECKPOINT_EXIT", "INTERRUPTED"}

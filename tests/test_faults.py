@@ -36,12 +36,24 @@ from hypothesis import strategies as st
 from run_testing import entry_point
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
-from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
-from cleanrl_utils.checks import SEED_LIMIT, memory_problem, parse_args
-from cleanrl_utils.exits import DISK_EXIT
-from cleanrl_utils.folders import ENV_ID, EXP_NAME, RunName, file_env_id, find_runs, name_problem
-from cleanrl_utils.run.folder import lock_holder, lock_run_folder, release_run_folder, run_writer
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.checks.args import SEED_LIMIT, memory_problem, parse_args
+from cleanrl_utils.cli.errors import DISK_EXIT
+from cleanrl_utils.files.config import (
+    ENV_ID,
+    EXP_NAME,
+    RunName,
+    file_env_id,
+    find_runs,
+    name_problem,
+)
+from cleanrl_utils.files.scripts import load_script
+from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint, write_checkpoint
+from cleanrl_utils.run.folder_guard import (
+    lock_holder,
+    lock_run_folder,
+    release_run_folder,
+    run_writer,
+)
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -179,7 +191,7 @@ def test_every_script_parses_its_command_line_the_same_way(script, tmp_path, mon
 
 def test_rollout_buffers_that_cannot_fit_are_refused_with_the_figure(capsys):
     args = envpool_script.Args(num_envs=100_000, num_steps=128, total_timesteps=10**10)
-    from cleanrl_utils.checks import check_ppo_args
+    from cleanrl_utils.checks.args import check_ppo_args
 
     with pytest.raises(SystemExit) as exit_info, entry_point():
         check_ppo_args(args)
@@ -239,7 +251,7 @@ FLAG_VALUES = {
 def test_random_command_lines_give_a_run_inside_runs_or_one_error_line(flags, tmp_path):
     """Everything a script does before its first write into the run folder, in-process: parse,
     name the run, check; then where the run's folder would be."""
-    from cleanrl_utils.checks import check_ppo_args
+    from cleanrl_utils.checks.args import check_ppo_args
     from cleanrl_utils.run import Run
 
     argv = [part for k, v in flags.items() for part in ([k, v] if v != "" else [k])]
@@ -557,7 +569,7 @@ def checkpoint_payload(real_run):
 def resume_in_process(run_dir: Path) -> tuple[int | None, str]:
     """What the script does up to its first write of a resumed run: parse, resume, check,
     start, build its objects, restore; the exit code (None: it would train) and stderr."""
-    from cleanrl_utils.checks import check_ppo_args
+    from cleanrl_utils.checks.args import check_ppo_args
     from cleanrl_utils.run import Run
 
     script = envpool_script
@@ -734,7 +746,7 @@ def load_in_process(path: Path) -> tuple[int | None, str]:
     """What the evaluator and `enjoy` do before playing: read the file, check its script and
     arguments, build the agent with its weights."""
     from cleanrl_utils.evals import torch_agent
-    from cleanrl_utils.evals.files import model_script, read_model
+    from cleanrl_utils.files.model_file import model_script, read_model
 
     def load():
         model = read_model(path)

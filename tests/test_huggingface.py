@@ -377,7 +377,7 @@ def test_enjoy_of_an_args_json_whose_args_is_not_an_object_is_one_error_line(
 
     import cleanrl.ppo_atari_envpool as torch_script
     from cleanrl_utils.enjoy import main
-    from cleanrl_utils.evals.files import save_torch_model
+    from cleanrl_utils.files.model_file import save_torch_model
 
     name = "ppo_atari_envpool.cleanrl_model"
     save_torch_model(
@@ -401,7 +401,7 @@ def test_a_dry_run_into_the_run_folder_itself_is_one_error_line_and_changes_noth
     from torch.utils.tensorboard import SummaryWriter
 
     import cleanrl.ppo_atari_envpool as script
-    from cleanrl_utils.evals.files import save_torch_model
+    from cleanrl_utils.files.model_file import save_torch_model
 
     run = tmp_path / "runs" / "Breakout-v5__ppo_atari_envpool__1__1700000000"
     run.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""What the evaluator takes as `--model-path` (`cleanrl_utils.evals.files.read_model`): a model
+"""What the evaluator takes as `--model-path` (`cleanrl_utils.files.model_file.read_model`): a model
 file, a checkpoint, or a run folder (its model file, else its newest checkpoint); anything else
 is one `error:` line that says what a model file is. Where its videos go: a new folder per
 evaluation, named after the model's run (`evaluation_video_dir`)."""
@@ -14,10 +14,10 @@ import torch
 from scripts_testing import describe, run_script
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.checkpoint import write_checkpoint
+from cleanrl_utils.cli.errors import EntryPoint
 from cleanrl_utils.evals.common import evaluation_video_dir
-from cleanrl_utils.evals.files import read_model, save_torch_model
-from cleanrl_utils.exits import EntryPoint
+from cleanrl_utils.files.model_file import read_model, save_torch_model
+from cleanrl_utils.files.state_file import write_checkpoint
 
 RUN = "Breakout-v5__ppo_atari_envpool__3__1700000000"
 
@@ -125,7 +125,7 @@ def test_each_evaluation_records_into_a_new_folder_named_after_the_models_run(tm
 def test_a_model_file_naming_a_script_of_the_other_framework_is_one_error_line(tmp_path, capsys):
     import flax.serialization
 
-    from cleanrl_utils.evals.files import model_info, model_script
+    from cleanrl_utils.files.model_file import model_info, model_script
 
     path = tmp_path / "torch.cleanrl_model"  # torch weights, naming a JAX script
     jax_script = "ppo_atari_envpool_xla_jax"
@@ -188,7 +188,7 @@ def model_with_protocol(path, framework: str, edit: dict, weights: dict | None =
     import flax.serialization
     from safetensors.torch import save
 
-    from cleanrl_utils.evals.files import METADATA_KEY, model_info
+    from cleanrl_utils.files.model_file import METADATA_KEY, model_info
 
     script = "ppo_atari_envpool" if framework == "torch" else "ppo_atari_envpool_xla_jax"
     args = dataclasses.asdict(torch_script.Args(seed=3, full_action_space=True))

@@ -30,7 +30,7 @@ from scripts_testing import (
     script_env,
 )
 
-from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
+from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint
 from cleanrl_utils.report.loading import load_run
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
@@ -554,7 +554,7 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
         (["--num-minibatches", "3"], {}, ["--num-minibatches 3"]),
         (["--backend", "nccl"], {}, ["nccl", "no"]),
         (["--device-ids", "0"], {"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}, ["--device-ids"]),
-        # (it was a traceback at the import of cleanrl_utils.rank_watch)
+        # (it was a traceback at the import of cleanrl_utils.distributed.lost_ranks)
         ([], {"WORLD_SIZE": "2", "CLEANRL_DIST_TIMEOUT_S": "abc"}, ["CLEANRL_DIST_TIMEOUT_S"]),
     ]
     started = [  # all at once: each is a process of its own

@@ -40,8 +40,8 @@ from cleanrl.ppo_atari import (
     compute_advantages,
     make_env,
 )
-from cleanrl_utils.evals.files import read_model
-from cleanrl_utils.protocols import MACHADO, published
+from cleanrl_utils.envs.protocols import MACHADO, published
+from cleanrl_utils.files.model_file import read_model
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)

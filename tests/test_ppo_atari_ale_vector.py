@@ -44,9 +44,9 @@ from scripts_testing import (
     start_script,
 )
 
+from cleanrl_utils.cli.errors import INTERRUPTED
 from cleanrl_utils.evals import evaluate
-from cleanrl_utils.exits import INTERRUPTED
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.files.scripts import load_script
 
 script = load_script("ppo_atari_ale_vector")
 envpool_script = load_script("ppo_atari_envpool")

@@ -30,8 +30,8 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.evals.files import read_model
-from cleanrl_utils.protocols import MACHADO, PUBLISHED
+from cleanrl_utils.envs.protocols import MACHADO, PUBLISHED
+from cleanrl_utils.files.model_file import read_model
 
 # The module's fixtures start its runs once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group(__name__)

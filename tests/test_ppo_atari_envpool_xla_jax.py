@@ -47,7 +47,7 @@ from scripts_testing import (
 from cleanrl import ppo_atari_envpool as torch_script
 from cleanrl import ppo_atari_envpool_xla_jax as loop_script
 from cleanrl import ppo_atari_envpool_xla_jax_scan as scan_script
-from cleanrl_utils.protocols import MACHADO
+from cleanrl_utils.envs.protocols import MACHADO
 
 # the scripts and evaluators started here fork from a process that runs JAX's threads; they
 # exec at once (subprocess's C fork-exec), so Python's generic deadlock warning does not apply

@@ -33,9 +33,9 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.checkpoint import list_checkpoints, read_checkpoint
-from cleanrl_utils.exits import RunError
-from cleanrl_utils.jax_distributed import VARIABLES, JaxDistributed
+from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.distributed.jax_processes import VARIABLES, JaxDistributed
+from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),

@@ -14,7 +14,7 @@ import torch
 from loss_testing import BATCH, NUM_ACTIONS, as_minibatch, make_agent, make_args, make_batch
 
 from cleanrl.ppo_atari_envpool import Rollout, ppo_loss, update
-from cleanrl_utils.metrics import explained_variance
+from cleanrl_utils.ppo.metrics import explained_variance
 
 STAT_NAMES = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
 

@@ -1,4 +1,4 @@
-"""The evaluation protocols (`cleanrl_utils.protocols`, docs/protocols.md): the five settings of
+"""The evaluation protocols (`cleanrl_utils.envs.protocols`, docs/protocols.md): the five settings of
 the games and `--protocol machado` in every script, each setting reaching the emulator of every
 backend (EnvPool, ALE's vector env, gymnasium's ALE), and the protocol recorded (config.json,
 the model file) and played again by the evaluator. Everything in-process, on real emulators; the
@@ -21,17 +21,17 @@ import torch
 from logs_testing import read_scalars
 from run_testing import entry_point
 
-from cleanrl_utils import protocols
 from cleanrl_utils.after_training import finish_training
-from cleanrl_utils.checks import parse_args
+from cleanrl_utils.checks.args import parse_args
+from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.envs.protocols import MACHADO
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import evaluation_games, parse_eval_args
-from cleanrl_utils.evals.files import read_model, save_jax_model, save_torch_model
-from cleanrl_utils.exits import RunError
-from cleanrl_utils.machine import device_of
-from cleanrl_utils.protocols import MACHADO
+from cleanrl_utils.files.machine import device_of
+from cleanrl_utils.files.model_file import read_model, save_jax_model, save_torch_model
+from cleanrl_utils.files.scripts import load_script
 from cleanrl_utils.run import Run
-from cleanrl_utils.scripts import load_script
 
 SCRIPTS = [
     "ppo_atari_envpool",
@@ -436,7 +436,7 @@ def test_processes_given_one_protocol_spelled_two_ways_agree():
     """Rank 0 given `--protocol machado`, rank 1 the five settings one by one: the same games,
     no disagreement (it was: `--protocol: machado on rank 0, None on rank 1`); another setting
     is one."""
-    from cleanrl_utils.ranks import disagreement, run_view
+    from cleanrl_utils.distributed.agreement import disagreement, run_view
 
     script = load_script("ppo_atari_envpool")
 

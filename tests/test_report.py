@@ -20,7 +20,7 @@ from report_testing import expect_usage_error, make_run, run_report, table_rows
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils import report
-from cleanrl_utils.checkpoint import write_checkpoint
+from cleanrl_utils.files.state_file import write_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -27,13 +27,13 @@ from logs_testing import read_scalars
 from resume_testing import game_independent_state
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
-from cleanrl_utils.checkpoint import (
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.files.state_file import (
     CorruptCheckpoint,
     list_checkpoints,
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.run.resume import games_seed
 
 # The module's fixtures start its runs once: its tests share one xdist worker.

@@ -28,16 +28,21 @@ from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.after_training import finish_training
-from cleanrl_utils.checkpoint import (
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED, RunError
+from cleanrl_utils.files.state_file import (
     list_checkpoints,
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED, RunError
+from cleanrl_utils.files.sweeps import (
+    LAUNCHER_VARIABLE,
+    SWEEP_VARIABLE,
+    launcher_env,
+    launcher_gone,
+)
 from cleanrl_utils.run import KEEP, STOP_SIGNALS, Run
-from cleanrl_utils.run.folder import lock_run_folder, release_run_folder
+from cleanrl_utils.run.folder_guard import lock_run_folder, release_run_folder
 from cleanrl_utils.run.resume import games_seed, given_flags, wait_for_folder
-from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, launcher_env, launcher_gone
 
 
 @pytest.fixture(autouse=True)
@@ -873,7 +878,7 @@ def test_evaluation_videos_on_a_full_disk_are_one_line_and_exit_code_74(tmp_path
     training, one `error:` line naming the videos' folder and the cause, exit code 74, the run
     not recorded finished; its resume does the steps after training (it was ffmpeg's broken
     pipe, a traceback and exit code 1)."""
-    from cleanrl_utils.video import VideoWriter, run_videos
+    from cleanrl_utils.envs.video import VideoWriter, run_videos
 
     monkeypatch.chdir(tmp_path)
     run = open_run(Path("runs"), capture_video=True)
@@ -1138,7 +1143,7 @@ def test_a_budget_that_is_not_a_whole_number_of_batches_says_what_is_trained(tmp
 def test_the_advice_after_a_failed_write_fits_its_cause(tmp_path):
     import errno
 
-    from cleanrl_utils.run.folder import kept_after
+    from cleanrl_utils.run.folder_guard import kept_after
 
     newest = [tmp_path / "checkpoint_0000002.ckpt"]
     advice = {

@@ -24,7 +24,8 @@ from run_testing import entry_point
 from scripts_testing import REPO_ROOT, assert_usage_error, run_script, script_env
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.checkpoint import (
+from cleanrl_utils.files.model_file import read_model
+from cleanrl_utils.files.state_file import (
     PICKLE_MAGIC,
     PickleCheckpoint,
     decode_tree,
@@ -32,7 +33,6 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from cleanrl_utils.evals.files import read_model
 from cleanrl_utils.run import Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")

@@ -21,7 +21,7 @@ from ports import free_port
 from scripts_testing import run_dirs
 from slurm_cluster import SlurmCluster
 
-from cleanrl_utils.checkpoint import read_checkpoint
+from cleanrl_utils.files.state_file import read_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 

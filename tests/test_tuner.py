@@ -29,8 +29,8 @@ from scripts_testing import (
 
 optuna = pytest.importorskip("optuna")
 
-from cleanrl_utils.checkpoint import list_checkpoints  # noqa: E402
-from cleanrl_utils.exits import EntryPoint  # noqa: E402
+from cleanrl_utils.cli.errors import EntryPoint  # noqa: E402
+from cleanrl_utils.files.state_file import list_checkpoints  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
 # The tests of the processes that `started` starts once share one xdist worker. (Not the module's
@@ -301,7 +301,7 @@ def freeze_runs_as_they_train(
     folder's lock) as soon as it has: it stays mid-budget however busy the machine is, until a
     tuner stops it (the tuner's SIGTERM comes with SIGCONT). Returns the folders."""
     from cleanrl_utils.report.events import event_files, read_event_file
-    from cleanrl_utils.run.folder import lock_holder
+    from cleanrl_utils.run.folder_guard import lock_holder
 
     frozen: set[Path] = set()
     deadline = time.monotonic() + 300
@@ -627,7 +627,7 @@ def test_the_flags_read_from_a_script_s_args_are_the_ones_its_help_lists(script,
     script sets itself, `batch_size`)."""
     import importlib
 
-    from cleanrl_utils.checks import parse_args
+    from cleanrl_utils.checks.args import parse_args
     from cleanrl_utils.tuner.probe import args_flags
 
     cls = importlib.import_module(f"cleanrl.{script}").Args
@@ -650,7 +650,7 @@ def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
     script.write_text(
         FAILING_SCRIPT.replace(
             "import sys\n",
-            "import sys\n\nfrom cleanrl_utils.checks import check_envpool_atari_id\n",
+            "import sys\n\nfrom cleanrl_utils.checks.args import check_envpool_atari_id\n",
         )
     )
     flags, problems = probe_script(sys.executable, str(script), ["Breakout-v5", "Breakot-v5"])
@@ -678,8 +678,8 @@ def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
 def test_a_run_records_its_study_and_trial_only_when_the_tuner_started_it(monkeypatch):
     from dataclasses import dataclass
 
-    from cleanrl_utils.folders import run_record
-    from cleanrl_utils.sweeps import TUNER_VARIABLE
+    from cleanrl_utils.files.config import run_record
+    from cleanrl_utils.files.sweeps import TUNER_VARIABLE
 
     @dataclass
     class Args:
@@ -912,7 +912,7 @@ def test_a_tuner_killed_outright_leaves_no_run_training_and_the_next_one_resumes
     checkpoint and stops; the same tuner command resumes it in its folder, every step once."""
     from logs_testing import read_scalars
 
-    from cleanrl_utils.run.folder import lock_holder
+    from cleanrl_utils.run.folder_guard import lock_holder
 
     (tmp_path / "slow").touch()  # (an iteration takes 0.1 s while it exists; seed 2: 400)
     args = [
@@ -1025,7 +1025,7 @@ def full_disk(tmp_path):
 @pytest.mark.parametrize("storage", ["journal:{}/t.log", "sqlite:///{}/t.db"])
 def test_a_storage_on_a_full_disk_is_exit_74(full_disk, storage):
     """It was exit 2, as bad input; a full disk is 74, as everywhere else."""
-    from cleanrl_utils.exits import DISK_EXIT
+    from cleanrl_utils.cli.errors import DISK_EXIT
     from cleanrl_utils.tuner.state import TunerError
     from cleanrl_utils.tuner.study import open_study_in
 

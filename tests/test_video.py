@@ -1,4 +1,4 @@
-"""The mp4 writer (`cleanrl_utils.video`): real ffmpeg, real files read back; it starts ffmpeg
+"""The mp4 writer (`cleanrl_utils.envs.video`): real ffmpeg, real files read back; it starts ffmpeg
 without forking, so a JAX process (whose threads a fork would copy half-way) records videos
 without JAX's "os.fork() was called" warning."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scripts_testing import REPO_ROOT, script_env
 
-from cleanrl_utils.video import VideoWriter
+from cleanrl_utils.envs.video import VideoWriter
 
 pytest.importorskip("imageio_ffmpeg")
 
@@ -69,7 +69,7 @@ def test_a_jax_process_records_a_video_without_forking(tmp_path):
     pytest.importorskip("jax")
     code = (
         "import jax, numpy as np\n"
-        "from cleanrl_utils.video import VideoWriter\n"
+        "from cleanrl_utils.envs.video import VideoWriter\n"
         "jax.numpy.zeros(1).block_until_ready()  # the backend's threads run from here on\n"
         "video = VideoWriter('v.mp4')\n"
         "video.append(np.zeros((210, 160, 3), np.uint8))\n"
@@ -101,7 +101,7 @@ def test_videos_a_file_is_one_line_before_a_run_starts_or_resumes(tmp_path, monk
     """It trained, saved the model, then died in `NotADirectoryError` (and on every resume)."""
     from run_testing import SCRIPT, open_run, torch_script
 
-    from cleanrl_utils.exits import DISK_EXIT, RunError
+    from cleanrl_utils.cli.errors import DISK_EXIT, RunError
     from cleanrl_utils.run import Run
 
     monkeypatch.chdir(tmp_path)
@@ -129,7 +129,7 @@ def test_an_evaluation_s_video_dir_that_is_a_file_is_one_line_before_any_work(
 ):
     import importlib
 
-    from cleanrl_utils.exits import DISK_EXIT
+    from cleanrl_utils.cli.errors import DISK_EXIT
 
     taken = tmp_path / "taken"
     taken.write_text("not a folder")
@@ -153,9 +153,9 @@ def test_an_evaluation_s_videos_on_a_full_disk_are_one_line_and_exit_code_74(
     import gymnasium as gym
 
     from cleanrl_utils import evals
-    from cleanrl_utils.evals.files import save_torch_model
-    from cleanrl_utils.exits import DISK_EXIT
-    from cleanrl_utils.scripts import load_script
+    from cleanrl_utils.cli.errors import DISK_EXIT
+    from cleanrl_utils.files.model_file import save_torch_model
+    from cleanrl_utils.files.scripts import load_script
 
     script = load_script("ppo_atari_envpool")
     agent = script.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))

@@ -16,9 +16,9 @@ import gymnasium
 import numpy as np
 import torch
 
-from cleanrl_utils.distributed import Distributed
-from cleanrl_utils.ranks import Shuffle
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.distributed.agreement import Shuffle
+from cleanrl_utils.distributed.torch_ranks import Distributed
+from cleanrl_utils.files.scripts import load_script
 
 NUM_ACTIONS = 4
 NUM_STEPS, NUM_ENVS = 8, 4

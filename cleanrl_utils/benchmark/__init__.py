@@ -10,7 +10,7 @@ task ids.
 
 - `common`: the flags (`Args`), the sweep's jobs, how a run's end is reported, the W&B tag;
   a job, its process group, how it ended (`Result`) and the thread limits are the base module
-  `cleanrl_utils.pool`'s (the tuner's too), named here as well;
+  `cleanrl_utils.benchmark.pool`'s (the tuner's too), named here as well;
 - `local`: the local pool, also as a function for other programs (`run_pool`);
 - `slurm`: the SLURM array: the template, `sbatch`, `--slurm-wait`;
 - `cli`: the command line (`main`).
@@ -28,6 +28,23 @@ from cleanrl_utils.benchmark.common import (
     tagged_env,
 )
 from cleanrl_utils.benchmark.local import PoolResult, pool, run_local, run_pool
+from cleanrl_utils.benchmark.pool import (
+    LOG_TAIL_LINES,
+    POLL_S,
+    STOP_GRACE_S,
+    THREAD_VARIABLES,
+    Job,
+    Result,
+    Running,
+    killed_by,
+    log_name,
+    log_tail,
+    signal_group,
+    start_job,
+    stop_jobs,
+    thread_limits,
+    usable_cpus,
+)
 from cleanrl_utils.benchmark.slurm import (
     FINAL_STATES,
     NEEDS,
@@ -48,25 +65,8 @@ from cleanrl_utils.benchmark.slurm import (
     wait_for_array,
     write_slurm_file,
 )
-from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import StopRequest
-from cleanrl_utils.pool import (
-    LOG_TAIL_LINES,
-    POLL_S,
-    STOP_GRACE_S,
-    THREAD_VARIABLES,
-    Job,
-    Result,
-    Running,
-    killed_by,
-    log_name,
-    log_tail,
-    signal_group,
-    start_job,
-    stop_jobs,
-    thread_limits,
-    usable_cpus,
-)
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import StopRequest
 
 __all__ = [
     "FINAL_STATES", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",

@@ -26,10 +26,10 @@ from cleanrl_utils.benchmark.common import (
 )
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
-from cleanrl_utils.checks import check_output_folder, fail, parse_args
-from cleanrl_utils.exits import INTERRUPTED, entry_point
+from cleanrl_utils.checks.args import check_output_folder, fail, parse_args
+from cleanrl_utils.cli.errors import INTERRUPTED, entry_point
+from cleanrl_utils.files.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 from cleanrl_utils.report.atari5 import expand_env_ids
-from cleanrl_utils.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 
 
 def expand_game_sets(args: Args) -> None:

@@ -1,6 +1,6 @@
 """What the local pool and the SLURM array share: the flags, the sweep's jobs and id, its runs
 already finished, how a run's end is reported and the W&B tag. A job, its process and how it
-ended are the base module `cleanrl_utils.pool`'s."""
+ended are the base module `cleanrl_utils.benchmark.pool`'s."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils import protocols
-from cleanrl_utils.exits import FAILED, RunError
-from cleanrl_utils.folders import DERIVED_ARGS, FREE_ARGS, read_record
-from cleanrl_utils.pool import Job, Result, log_tail
-from cleanrl_utils.sweeps import launcher_sweep_id, recorded_sweep, report_command
+from cleanrl_utils.benchmark.pool import Job, Result, log_tail
+from cleanrl_utils.cli.errors import FAILED, RunError
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import DERIVED_ARGS, FREE_ARGS, read_record
+from cleanrl_utils.files.sweeps import launcher_sweep_id, recorded_sweep, report_command
 
 PROG = "python -m cleanrl_utils.benchmark"  # how users type it, for --help and printed commands
 # gymnasium's env id grammar, `[namespace/]name[-vN]` (EnvPool's ids are a subset): the ids a

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleanrl_utils.benchmark.common import print_summary, report_failure
-from cleanrl_utils.exits import FAILED, INTERRUPTED, StopRequest
-from cleanrl_utils.pool import (
+from cleanrl_utils.benchmark.pool import (
     POLL_S,
     THREAD_VARIABLES,
     Job,
@@ -37,7 +36,8 @@ from cleanrl_utils.pool import (
     thread_limits,
     usable_cpus,
 )
-from cleanrl_utils.progress import format_seconds
+from cleanrl_utils.cli.errors import FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.cli.progress import format_seconds
 
 
 @dataclass

@@ -22,10 +22,10 @@ from cleanrl_utils.benchmark.common import (
     report_failure,
     sweep_of,
 )
-from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import FAILED, INTERRUPTED, StopRequest
-from cleanrl_utils.pool import Job, Result, thread_limits
-from cleanrl_utils.progress import format_seconds
+from cleanrl_utils.benchmark.pool import Job, Result, thread_limits
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.cli.progress import format_seconds
 
 PLACEHOLDER = re.compile(r"{{(.*?)}}")
 
@@ -51,7 +51,7 @@ def template_values(args: Args, jobs: list[Job]) -> dict[str, str | None]:
             if cpus_per_task
             else None
         ),
-        "sweep": sweep_of(args),  # (exported to the runs: see `cleanrl_utils.sweeps`)
+        "sweep": sweep_of(args),  # (exported to the runs: see `cleanrl_utils.files.sweeps`)
     }
 
 

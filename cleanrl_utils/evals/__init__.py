@@ -14,7 +14,7 @@ One entry point for the torch scripts in cleanrl/. A script provides:
   also has `initial_state(num_envs, device)`, and then `get_action_and_value(obs, state, done)`
   returns the next state last; `done[i]` is 1 where env i's episode ended before this step.
 
-A model file (`cleanrl_utils.evals.files`: safetensors for the torch scripts, flax msgpack for the
+A model file (`cleanrl_utils.files.model_file`: safetensors for the torch scripts, flax msgpack for the
 JAX ones) or a checkpoint names its script, so
 `python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else; it
 plays a JAX model's games with `cleanrl_utils.evals.jax_eval`.
@@ -26,7 +26,10 @@ from pathlib import Path
 
 import torch
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import DISK_EXIT, entry_point
+from cleanrl_utils.cli.output import cause
+from cleanrl_utils.envs.video import WRITE_ERRORS
 from cleanrl_utils.evals.common import (
     evaluation_games,
     evaluation_video_dir,
@@ -35,10 +38,7 @@ from cleanrl_utils.evals.common import (
     summary,
     with_training_env,
 )
-from cleanrl_utils.evals.files import Model, model_script, read_model
-from cleanrl_utils.exits import DISK_EXIT, entry_point
-from cleanrl_utils.output import cause
-from cleanrl_utils.video import WRITE_ERRORS
+from cleanrl_utils.files.model_file import Model, model_script, read_model
 
 
 def torch_agent(model: Model, script, device: str | torch.device = "cpu"):

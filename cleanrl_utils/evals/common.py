@@ -1,6 +1,6 @@
 """What the torch evaluation (`cleanrl_utils.evals`) and the JAX one (`.jax_eval`) share: the
 loop that plays the games (`play_games`, each backend passes its policy), the command line and
-how a finished game is reported. Model files are `cleanrl_utils.evals.files`; what a script does
+how a finished game is reported. Model files are `cleanrl_utils.files.model_file`; what a script does
 after training is the lifecycle's (`cleanrl_utils.after_training`)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checks import check_output_folder, fail, parse_args
-from cleanrl_utils.folders import RunName, file_env_id
+from cleanrl_utils.checks.args import check_output_folder, fail, parse_args
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import RunName, file_env_id
 
 
 def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> list[float]:
@@ -36,7 +36,7 @@ def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> l
     """
     from gymnasium.vector import AutoresetMode
 
-    from cleanrl_utils.video import VideoWriter
+    from cleanrl_utils.envs.video import VideoWriter
 
     same_step = envs.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
     obs, _ = envs.reset()
@@ -77,7 +77,7 @@ def game_over(episodic_returns: list[float], episodic_return: float, episodic_le
 
 def with_training_env(make_env, args, script: str | None = None):
     """The script's `make_env` with the protocol's settings the run was trained with
-    (`cleanrl_utils.protocols`): an evaluation plays the games the agent was trained on. `args`:
+    (`cleanrl_utils.envs.protocols`): an evaluation plays the games the agent was trained on. `args`:
     the run's arguments, a dataclass or a dict read from a file (`script`: the name of its
     script, whose published settings stand for those an older file lacks)."""
     return with_protocol(make_env, protocols.settings(args, script))

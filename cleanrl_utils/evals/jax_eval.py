@@ -15,7 +15,7 @@ provides:
 - `Agent(num_actions)` with `init(key, obs)` -> parameters and
   `get_action_and_value(params, obs, key)` -> (action, logprob, value).
 
-A model file (flax msgpack: `cleanrl_utils.evals.files`) or a checkpoint names its script, so
+A model file (flax msgpack: `cleanrl_utils.files.model_file`) or a checkpoint names its script, so
 `python -m cleanrl_utils.evals --model-path runs/RUN/EXP.cleanrl_model` needs nothing else (the
 one entry point for torch and JAX models; `python -m cleanrl_utils.evals.jax_eval` takes JAX
 models only).
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import extras
-from cleanrl_utils.checks import fail
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli import extras
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.evals.common import (
     evaluation_games,
     evaluation_video_dir,
@@ -37,8 +38,7 @@ from cleanrl_utils.evals.common import (
     summary,
     with_training_env,
 )
-from cleanrl_utils.evals.files import Model, model_script, read_model
-from cleanrl_utils.exits import entry_point
+from cleanrl_utils.files.model_file import Model, model_script, read_model
 
 
 def jax_agent(model: Model, script):

@@ -21,9 +21,9 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.exits import USAGE_ERROR, entry_point
-from cleanrl_utils.hub_auth import hub_problem, repo_name
+from cleanrl_utils.checks.args import fail, parse_args
+from cleanrl_utils.checks.hub import hub_problem, repo_name
+from cleanrl_utils.cli.errors import USAGE_ERROR, entry_point
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}

@@ -3,7 +3,7 @@
 README.md                  the model card: the Hub's metadata (library, tags, the evaluation
                            result), the command line, the hyperparameters, the learning
                            curve and how to replay the agent
-{exp_name}.cleanrl_model   the model (`cleanrl_utils.evals.files`: safetensors or flax
+{exp_name}.cleanrl_model   the model (`cleanrl_utils.files.model_file`: safetensors or flax
                            msgpack, with the script's name and arguments)
 args.json                  {"script", "model", "args", "command", "git"}: what `enjoy` reads
                            first, and the run's arguments as JSON
@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checks import fail
-from cleanrl_utils.evals.files import Model, read_model
-from cleanrl_utils.folders import REPO_ROOT, hyperparameter_table
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import REPO_ROOT, hyperparameter_table
+from cleanrl_utils.files.model_file import Model, read_model
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.tables import plural
 

@@ -25,11 +25,11 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils import checks
-from cleanrl_utils.checks import check_output_folder, fail
-from cleanrl_utils.exits import DISK_EXIT, FAILED, EntryPoint, entry_point
-from cleanrl_utils.folders import file_name
-from cleanrl_utils.output import cause
+from cleanrl_utils.checks import args as checks
+from cleanrl_utils.checks.args import check_output_folder, fail
+from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, EntryPoint, entry_point
+from cleanrl_utils.cli.output import cause
+from cleanrl_utils.files.config import file_name
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.figures import PLOT_DPI, write_figures

@@ -12,8 +12,8 @@ import json
 import re
 from collections import defaultdict
 
-from cleanrl_utils import protocols
-from cleanrl_utils.folders import experiment_args
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import experiment_args
 from cleanrl_utils.report.aggregate import Aggregate, interval_text
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.estimates import METRICS

@@ -1,5 +1,5 @@
 """What a run is a run of: its exp name and the arguments that define its experiment
-(`cleanrl_utils.folders.experiment_args`). Runs of one exp name whose experiment arguments differ
+(`cleanrl_utils.files.config.experiment_args`). Runs of one exp name whose experiment arguments differ
 are variants, each with a column and label of its own (`ppo_atari_envpool (learning_rate=0.001)`),
 never seeds of one; `--label EXP=TEXT` renames an exp name or a variant in every output."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from cleanrl_utils.folders import experiment_args
+from cleanrl_utils.files.config import experiment_args
 from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.tables import natural, plural
 

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from cleanrl_utils.checkpoint import checkpoint_path
+from cleanrl_utils.files.state_file import checkpoint_path
 
 
 def _float_arrays(value) -> list:

@@ -20,7 +20,7 @@ Every script in `cleanrl/` makes these calls, in this order:
     sys.exit(run.exit_code())         # (the script, not Run: 0, 75 after a stop signal, 130 Ctrl-C)
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
-see `cleanrl_utils.checkpoint`); `end_iteration` also takes a function returning it, read at each
+see `cleanrl_utils.files.state_file`); `end_iteration` also takes a function returning it, read at each
 iteration's end (its values checked to be finite). Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
 and gives back what the run changed in the process (`cleanrl_utils.run.process`: the signal
 handlers, `sys.stdout` on ranks other than 0, `sys.excepthook`), so a notebook or a test goes on as
@@ -31,7 +31,7 @@ The parts, one job each, in this package: `resume` (the checkpoint and the argum
 with it), `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `checkpointer`
 (writing them, a rewind, a failing disk), `records` (config.json, TensorBoard, W&B), `folder`
 (the folder's lock, a failing disk), `process` (what the run borrows from the process),
-`diverged` (a state no longer finite); and `cleanrl_utils.progress`. What it says goes through
+`diverged` (a state no longer finite); and `cleanrl_utils.cli.progress`. What it says goes through
 `output`: a stdout or stderr that is gone loses the line, never the run.
 """
 
@@ -46,14 +46,14 @@ from pathlib import Path
 
 import numpy as np
 
-import cleanrl_utils.run.checkpointer as checkpointer  # (the parts by module: not the package,
+import cleanrl_utils.run.checkpoints as checkpointer  # (the parts by module: not the package,
 import cleanrl_utils.run.diverged as diverged  # whose `__init__` imports this one)
 import cleanrl_utils.run.records as records
 import cleanrl_utils.run.stops as stops
-from cleanrl_utils import output, protocols
-from cleanrl_utils.checkpoint import restored_value, rng_problem, set_rng_state, state_problem
-from cleanrl_utils.checks import steps_note
-from cleanrl_utils.exits import (
+from cleanrl_utils.checks.args import steps_note
+from cleanrl_utils.checks.hub import upload_problem
+from cleanrl_utils.cli import output
+from cleanrl_utils.cli.errors import (
     CHECKPOINT_EXIT,
     DISK_EXIT,
     FAILED,
@@ -62,18 +62,19 @@ from cleanrl_utils.exits import (
     RunError,
     stop_code,
 )
-from cleanrl_utils.extras import missing_flag_extra
-from cleanrl_utils.folders import RunName, mark_finished, mark_output_lost, name_problem
-from cleanrl_utils.hub_auth import upload_problem
-from cleanrl_utils.machine import device_of
-from cleanrl_utils.progress import Progress
-from cleanrl_utils.run.checkpointer import KEEP
-from cleanrl_utils.run.folder import NoWriter, lock_run_folder, release_run_folder, run_writer
+from cleanrl_utils.cli.extras import missing_flag_extra
+from cleanrl_utils.cli.progress import Progress
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.envs.video import run_videos_problem
+from cleanrl_utils.files.config import RunName, mark_finished, mark_output_lost, name_problem
+from cleanrl_utils.files.machine import device_of
+from cleanrl_utils.files.state_file import restored_value, rng_problem, set_rng_state, state_problem
+from cleanrl_utils.files.sweeps import launcher_gone, launcher_run_sweep
+from cleanrl_utils.run.checkpoints import KEEP
+from cleanrl_utils.run.folder_guard import NoWriter, lock_run_folder, release_run_folder, run_writer
 from cleanrl_utils.run.process import ProcessState
 from cleanrl_utils.run.resume import claim_sweep_run, games_seed, given_flags, resume_run
 from cleanrl_utils.run.stops import Phase
-from cleanrl_utils.sweeps import launcher_gone, launcher_run_sweep
-from cleanrl_utils.video import run_videos_problem
 
 __all__ = ["KEEP", "STOP_SIGNALS", "Run", "RunError"]
 
@@ -86,7 +87,7 @@ class Run:
         `sys.argv[1:]`, nor set in code take the checkpoint's values: `self.args`, a new object;
         `args` is not changed). Creates nothing on disk. Raises a `RunError` when the run cannot
         start, or has already finished (code 0). `dist`: a run on many processes
-        (`cleanrl_utils.distributed.Distributed`, or the class, built here from `args` first):
+        (`cleanrl_utils.distributed.torch_ranks.Distributed`, or the class, built here from `args` first):
         rank 0 alone writes and prints, the ranks agree on when to stop, and a checkpoint holds
         every rank's RNGs."""
         self.dist = dist = dist(args) if isinstance(dist, type) else dist
@@ -151,7 +152,7 @@ class Run:
         a resumption is appended), starts W&B with `--track` (a resumed run continues its W&B
         run), installs the stop-signal handlers and returns the TensorBoard writer. A resumed
         run's writer discards what the stopped process logged after its checkpoint. The folder
-        is locked first (one process per run folder, `cleanrl_utils.run.folder`); a resumed run
+        is locked first (one process per run folder, `cleanrl_utils.run.folder_guard`); a resumed run
         writes into it only once `restore` has checked the checkpoint."""
         args = self.args
         stops.stop_before_training(self)

@@ -10,8 +10,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from cleanrl_utils.exits import CHECKPOINT_EXIT
-from cleanrl_utils.folders import (
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT
+from cleanrl_utils.files.config import (
     atomic_write_bytes,
     hyperparameter_table,
     remove_temp_files,
@@ -51,7 +51,7 @@ def record_device(record: dict, device: dict | None, resumed: bool) -> None:
 
 
 def config_record(args, name: str, run_dir: Path, resumed: bool) -> dict:
-    """What config.json holds (`cleanrl_utils.folders.run_record`); a resumed run's keeps the
+    """What config.json holds (`cleanrl_utils.files.config.run_record`); a resumed run's keeps the
     original record with this resumption appended."""
     record = run_record(args, name)
     config_path = run_dir / "config.json"

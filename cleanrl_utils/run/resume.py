@@ -3,7 +3,7 @@
 `resume_run` is what `cleanrl_utils.run.Run` asks: the run folder, checkpoint and payload, and
 the arguments reconciled with the checkpoint's as a new object (the caller's are not changed).
 What it cannot use is a `RunError` (one `error:` line, exit code 2); a run already finished is one
-with exit code 0. A run of the launcher's sweep (`cleanrl_utils.sweeps`) started without
+with exit code 0. A run of the launcher's sweep (`cleanrl_utils.files.sweeps`) started without
 `--resume` continues its sweep's run of the same exp name, env id and seed (`find_sweep_run`):
 rerunning the launcher's command continues the sweep."""
 
@@ -20,18 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checkpoint import (
-    CHECKPOINT_GLOB,
-    CorruptCheckpoint,
-    PickleCheckpoint,
-    list_checkpoints,
-    payload_problem,
-    read_checkpoint,
-)
-from cleanrl_utils.checks import value_problem
-from cleanrl_utils.exits import RunError
-from cleanrl_utils.folders import (
+from cleanrl_utils.checks.args import value_problem
+from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import (
     CARRIED_ARGS,
     DERIVED_ARGS,
     FREE_ARGS,
@@ -41,14 +33,22 @@ from cleanrl_utils.folders import (
     read_record,
     slurm_task,
 )
-from cleanrl_utils.run.checkpointer import REWOUND_NAME, finish_rewind
-from cleanrl_utils.run.folder import lock_holder
-from cleanrl_utils.sweeps import (
+from cleanrl_utils.files.state_file import (
+    CHECKPOINT_GLOB,
+    CorruptCheckpoint,
+    PickleCheckpoint,
+    list_checkpoints,
+    payload_problem,
+    read_checkpoint,
+)
+from cleanrl_utils.files.sweeps import (
     LAUNCHER_VARIABLE,
     launcher_gone,
     launcher_run_sweep,
     recorded_sweep,
 )
+from cleanrl_utils.run.checkpoints import REWOUND_NAME, finish_rewind
+from cleanrl_utils.run.folder_guard import lock_holder
 
 # the steps after training that a run owes when asked for (`cleanrl_utils.after_training`)
 AFTER_TRAINING_ARGS = ("save_model", "capture_video", "upload_model")

@@ -11,7 +11,7 @@ module per job:
   dataclass, read by `probe` (`python -m cleanrl_utils.tuner.probe`, run with the script's
   interpreter, which imports the script and asks its env id check);
 - `scores`: the objective: the metric from the event files, normalised, aggregated over games;
-- `trials`: one trial's runs as processes (`cleanrl_utils.pool`), intermediate values, pruning
+- `trials`: one trial's runs as processes (`cleanrl_utils.benchmark.pool`), intermediate values, pruning
   with SIGTERM;
 - `study`: `Tuner`, the ask-and-tell loop over `workers` trials, Ctrl-C and resuming;
 - `results`: the table of trials (markdown, CSV), the plot, the best trial's command;

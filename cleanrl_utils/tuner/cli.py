@@ -20,8 +20,8 @@ from typing import Annotated, Literal
 
 import tyro
 
-from cleanrl_utils.checks import fail, parse_args
-from cleanrl_utils.exits import entry_point
+from cleanrl_utils.checks.args import fail, parse_args
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.report.atari5 import expand_env_ids
 
 PROG = "python -m cleanrl_utils.tuner"

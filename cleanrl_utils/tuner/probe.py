@@ -2,7 +2,7 @@
 script before any trial, in one process of the script's interpreter, so that its imports (torch,
 EnvPool) load once. It imports the script (not as `__main__`: nothing runs) and asks it: the flags
 of its `Args` dataclass, as tyro spells them (`args_flags`), and, for each env id, what the
-script's own env id check says of it (the `check_*_id` of `cleanrl_utils.checks` that the script
+script's own env id check says of it (the `check_*_id` of `cleanrl_utils.checks.args` that the script
 imports, through its problem function, `checks.ENV_ID_PROBLEMS`). Prints one line
 `MARK{"flags": [...], "env_problems": [...]}`, or `MARK{"error": ...}` when the script has no
 `Args` dataclass (see `space.probe_script`, which runs it)."""
@@ -14,7 +14,7 @@ import importlib.util
 import json
 import sys
 
-from cleanrl_utils import checks
+from cleanrl_utils.checks import args as checks
 
 MARK = "@@cleanrl-tuner-probe@@"
 

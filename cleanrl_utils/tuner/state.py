@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cleanrl_utils.checks import fail
-from cleanrl_utils.exits import USAGE_ERROR
-from cleanrl_utils.sweeps import sweep_id
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import USAGE_ERROR
+from cleanrl_utils.files.sweeps import sweep_id
 from cleanrl_utils.tuner.scores import Normalizer
 
 

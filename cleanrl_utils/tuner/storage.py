@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from cleanrl_utils.exits import DISK_EXIT
-from cleanrl_utils.output import cause
+from cleanrl_utils.cli.errors import DISK_EXIT
+from cleanrl_utils.cli.output import cause
 from cleanrl_utils.tuner.state import TunerError
 
 # SQLite's primary result codes of a write the file system refused (extended codes add bits)

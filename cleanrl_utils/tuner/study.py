@@ -17,8 +17,9 @@ from types import MappingProxyType
 import optuna
 from optuna.trial import TrialState
 
-from cleanrl_utils.checks import folder_problem
-from cleanrl_utils.exits import (
+from cleanrl_utils.benchmark.pool import stop_jobs, thread_limits, usable_cpus
+from cleanrl_utils.checks.args import folder_problem
+from cleanrl_utils.cli.errors import (
     DISK_EXIT,
     FAILED,
     INTERRUPTED,
@@ -26,9 +27,8 @@ from cleanrl_utils.exits import (
     RunError,
     StopRequest,
 )
-from cleanrl_utils.folders import EXP_NAME_LIMIT, name_problem
-from cleanrl_utils.pool import stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.sweeps import SWEEP_VARIABLE, report_command
+from cleanrl_utils.files.config import EXP_NAME_LIMIT, name_problem
+from cleanrl_utils.files.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, ESTIMATES, Normalizer, aggregation_words
 from cleanrl_utils.tuner.space import as_flags, check_flags, fixed_flag_names, probe_script

@@ -13,10 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cleanrl_utils.checkpoint import list_checkpoints
-from cleanrl_utils.exits import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.folders import RunName, find_runs
-from cleanrl_utils.pool import (
+from cleanrl_utils.benchmark.pool import (
     Job,
     Running,
     killed_by,
@@ -25,8 +22,11 @@ from cleanrl_utils.pool import (
     signal_group,
     start_job,
 )
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.files.config import RunName, find_runs
+from cleanrl_utils.files.state_file import list_checkpoints
+from cleanrl_utils.files.sweeps import TUNER_VARIABLE
 from cleanrl_utils.report.events import event_files
-from cleanrl_utils.sweeps import TUNER_VARIABLE
 from cleanrl_utils.tuner.scores import aggregate, metric_values, window_mean
 from cleanrl_utils.tuner.state import RunRecord, Settings, TrialRecord
 

@@ -10,7 +10,7 @@ by their first bytes:
   `flax.serialization.msgpack_restore`, which builds only dicts, lists, numbers, strings and NumPy
   arrays of numbers.
 
-A checkpoint (`checkpoint_*.ckpt`, `cleanrl_utils.checkpoint`) holds the agent's weights of its
+A checkpoint (`checkpoint_*.ckpt`, `cleanrl_utils.files.state_file`) holds the agent's weights of its
 iteration too, so every tool that takes a model file also takes one. A pickle (`torch.save`
 files, the torch models of older versions) is refused unread: `python -m cleanrl_utils.convert`
 converts one you trust.
@@ -24,8 +24,12 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils import protocols
-from cleanrl_utils.checkpoint import (
+from cleanrl_utils.checks.args import fail, number_problem, value_problem
+from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files.config import atomic_write_bytes, name_problem
+from cleanrl_utils.files.scripts import load_script
+from cleanrl_utils.files.state_file import (
     MAGIC,
     PICKLE_MAGIC,
     CorruptCheckpoint,
@@ -33,10 +37,6 @@ from cleanrl_utils.checkpoint import (
     read_checkpoint,
     read_regular_file,
 )
-from cleanrl_utils.checks import fail, number_problem, value_problem
-from cleanrl_utils.exits import RunError
-from cleanrl_utils.folders import atomic_write_bytes, name_problem
-from cleanrl_utils.scripts import load_script
 
 FORMAT = "cleanrl-model"
 METADATA_KEY = "cleanrl"  # the safetensors metadata entry that holds the script and arguments

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks import folder_problem
+from cleanrl_utils.checks.args import folder_problem
 
 VIDEOS = Path("videos")  # a training run's evaluation videos: videos/{run_name}/ (working folder)
 # the causes of a failed write that ffmpeg names by their `strerror`: the file's disk, which the
@@ -53,7 +53,7 @@ def ffmpeg_exe() -> str:
     exe = os.environ.get("IMAGEIO_FFMPEG_EXE")
     if exe:
         return exe
-    import imageio_ffmpeg  # (a missing `video` extra is named by cleanrl_utils.extras)
+    import imageio_ffmpeg  # (a missing `video` extra is named by cleanrl_utils.cli.extras)
 
     binaries = Path(imageio_ffmpeg.__file__).parent / "binaries"
     shipped = sorted(p for p in binaries.glob("ffmpeg*") if p.is_file() and os.access(p, os.X_OK))

@@ -14,8 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cleanrl_utils import machine, protocols
-from cleanrl_utils.sweeps import current_sweep, tuner_trial
+from cleanrl_utils.envs import protocols
+from cleanrl_utils.files import machine
+from cleanrl_utils.files.sweeps import current_sweep, tuner_trial
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -270,8 +271,8 @@ def experiment_args(args: dict) -> dict:
 def run_record(args, run_name: str) -> dict:
     """Everything needed to tell later what produced a run: the arguments, the command as it was
     typed (and where), the code version, the machine and the package versions, the SLURM task,
-    the sweep the launcher or the tuner started it in (`cleanrl_utils.sweeps`), the tuner's trial,
-    and the protocol of the games (`cleanrl_utils.protocols`; the device the agent trains on is
+    the sweep the launcher or the tuner started it in (`cleanrl_utils.files.sweeps`), the tuner's trial,
+    and the protocol of the games (`cleanrl_utils.envs.protocols`; the device the agent trains on is
     added once the script has built it: `run_logs.record_device`)."""
     record = {
         "run_name": run_name,
@@ -359,7 +360,7 @@ def mark_finished(config_path: Path, global_step: int) -> None:
 
 def mark_output_lost(config_path: Path, lost: dict[str, str]) -> None:
     """Records in config.json the standard streams the run could no longer write, and why
-    (`cleanrl_utils.output.lost`: a closed terminal, a `| tee` ended by Ctrl-C, a full disk):
+    (`cleanrl_utils.cli.output.lost`: a closed terminal, a `| tee` ended by Ctrl-C, a full disk):
     what it said there from then on is lost, and this says so; nothing when `lost` is empty."""
     if lost:
         update_record(config_path, output_lost=lost)

@@ -1,6 +1,6 @@
 """How the project's commands end: one constant per exit code, and what Ctrl-C does.
 
-On the lowest floor of `cleanrl_utils`: it imports only `cleanrl_utils.output` (its lines are
+On the lowest floor of `cleanrl_utils`: it imports only `cleanrl_utils.cli.output` (its lines are
 said where they can be: a stop never depends on its output being readable), and every module
 that exits with one of these codes or handles Ctrl-C takes them from here.
 
@@ -31,7 +31,7 @@ its handler) and one during the steps after training (`cleanrl_utils.run.stops`)
 raised from a signal handler lands wherever the program happens to be, and a library's callback
 can swallow it (JAX's gc callback: "Exception ignored in"), so the run would go on. Ranks of a
 multi-process run that fail together in a collective, or a rank left by one that never joined
-(`cleanrl_utils.distributed`, `jax_distributed`): a clean exit can block on a peer that has
+(`cleanrl_utils.distributed.torch_ranks`, `jax_distributed`): a clean exit can block on a peer that has
 already left.
 """
 
@@ -41,7 +41,7 @@ import contextlib
 import os
 import signal
 
-from cleanrl_utils.output import say
+from cleanrl_utils.cli.output import say
 
 FAILED = 1  # the command ran and did not succeed (a failed run, a rejected submission, a download)
 USAGE_ERROR = 2  # bad input: one `error:` line, before any work starts

@@ -1,4 +1,4 @@
-"""What a rank of a torch process group (`cleanrl_utils.distributed`) does when another rank is
+"""What a rank of a torch process group (`cleanrl_utils.distributed.torch_ranks`) does when another rank is
 missing: one that stopped before joining, one lost in a collective, one not yet at the end.
 
 Each of them goes through the store the ranks meet at (torchrun's agent's, or rank 0's), which
@@ -25,10 +25,10 @@ import signal
 import threading
 import time
 
-from cleanrl_utils.checks import C_INT, fail
-from cleanrl_utils.exits import FAILED, USAGE_ERROR
-from cleanrl_utils.folders import mark_stopped
-from cleanrl_utils.output import say
+from cleanrl_utils.checks.args import C_INT, fail
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.cli.output import say
+from cleanrl_utils.files.config import mark_stopped
 
 DEFAULT_TIMEOUT_S = 600.0
 LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one

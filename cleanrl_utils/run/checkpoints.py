@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from cleanrl_utils.checkpoint import (
+from cleanrl_utils.files.config import fsync_dir, read_record
+from cleanrl_utils.files.state_file import (
     checkpoint_iteration,
     checkpoint_path,
     list_checkpoints,
@@ -23,8 +24,12 @@ from cleanrl_utils.checkpoint import (
     saved_value,
     write_checkpoint,
 )
-from cleanrl_utils.folders import fsync_dir, read_record
-from cleanrl_utils.run.folder import disk_failure, folder_gone, kept_after, trim_partial_record
+from cleanrl_utils.run.folder_guard import (
+    disk_failure,
+    folder_gone,
+    kept_after,
+    trim_partial_record,
+)
 from cleanrl_utils.run.records import write_record
 from cleanrl_utils.run.stops import Phase
 
@@ -193,7 +198,7 @@ def finish_rewind(run_dir: Path) -> None:
 def disk_failed(run, what: str, exc: OSError) -> None:
     """A write into `run`'s folder failed (a full disk): the event file cut back to its last
     whole record, then one line naming the folder, the cause and what is kept, and exit code
-    `DISK_EXIT` (`cleanrl_utils.run.folder`)."""
+    `DISK_EXIT` (`cleanrl_utils.run.folder_guard`)."""
     if run.writer is not None and run.writer.event_file is not None:
         trim_partial_record(run.writer.event_file)
     kept = kept_after(run.dir, exc, list_checkpoints(run.dir), run.resume_command())

@@ -1,4 +1,4 @@
-"""What the ranks of one run on many processes must hold alike (`cleanrl_utils.distributed`):
+"""What the ranks of one run on many processes must hold alike (`cleanrl_utils.distributed.torch_ranks`):
 what they compare at the start (`run_view`, `disagreement`), and the generator of the minibatch
 permutations (`Shuffle`), whose digest they compare every iteration."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checkpoint import decode_tree, encode_tree
-from cleanrl_utils.checks import flag
+from cleanrl_utils.checks.args import flag
+from cleanrl_utils.files.state_file import decode_tree, encode_tree
 
 # arguments a rank may hold differently: each node's own GPUs; the resume target is compared
 # as what `--resume` found, not as the words given

@@ -17,7 +17,7 @@ import cv2  # (gymnasium's ResizeObservation needs it too)
 import gymnasium as gym
 import numpy as np
 
-from cleanrl_utils.checks import NOOP_MAX_LIMIT
+from cleanrl_utils.checks.args import NOOP_MAX_LIMIT
 
 gym.register_envs(ale_py)
 
@@ -28,7 +28,7 @@ FRAMES_PER_STEP = 4  # the gymnasium scripts' frame skip (`MaxAndSkipObservation
 def protocol_settings(
     noop_max=30, episodic_life=True, max_episode_steps=27_000, **make_kwargs
 ) -> tuple[int, bool, dict]:
-    """The protocol's settings (`cleanrl_utils.protocols`; the published ones by default) as the
+    """The protocol's settings (`cleanrl_utils.envs.protocols`; the published ones by default) as the
     gymnasium scripts' `make_env` uses them: `noop_max` for `NoopReset`, `episodic_life` for
     `EpisodicLife`, and gym.make's keyword arguments: the sticky actions and the action set as
     they are (ALE's own names), the time limit in emulator frames (27,000 agent steps: ALE's
@@ -147,7 +147,7 @@ class RecordGames(gym.Wrapper):
         self.video = None
 
     def reset(self, **kwargs):
-        from cleanrl_utils.video import VideoWriter
+        from cleanrl_utils.envs.video import VideoWriter
 
         obs, info = self.env.reset(**kwargs)
         if self.video is not None:  # reset before the game ended: not a whole game

@@ -30,8 +30,8 @@ ranks' gradients gives the gradient of the union minibatch's loss.
 At the start the ranks compare what must be equal (the arguments that shape the run, the
 script's code, the resume target, the runs folder) in one collective: a difference is one
 `error:` line naming it, on every rank, and exit code 2, before any env is built (`agree`,
-`cleanrl_utils.ranks`). A rank that stops before joining (bad input on it alone) says so in the
-store the ranks meet at, and the others stop at once (`cleanrl_utils.rank_watch`).
+`cleanrl_utils.distributed.agreement`). A rank that stops before joining (bad input on it alone) says so in the
+store the ranks meet at, and the others stop at once (`cleanrl_utils.distributed.lost_ranks`).
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
 they exit with one line naming the lost rank (`rank_watch.LOST_RANK_EXIT`) instead of waiting;
@@ -52,13 +52,11 @@ import threading
 
 import numpy as np
 
-from cleanrl_utils import rank_watch
-from cleanrl_utils.checks import fail
-from cleanrl_utils.compile import share_size
-from cleanrl_utils.exits import FAILED, USAGE_ERROR
-from cleanrl_utils.output import flush, say
-from cleanrl_utils.rank_watch import late, say_and_exit, watch_joining
-from cleanrl_utils.ranks import (
+from cleanrl_utils.checks.args import fail
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.cli.output import flush, say
+from cleanrl_utils.distributed import lost_ranks as rank_watch
+from cleanrl_utils.distributed.agreement import (
     BadMessage,
     Shuffle,
     adopt_old_shuffle,
@@ -67,6 +65,8 @@ from cleanrl_utils.ranks import (
     encode_message,
     run_view,
 )
+from cleanrl_utils.distributed.lost_ranks import late, say_and_exit, watch_joining
+from cleanrl_utils.ppo.compile import share_size
 
 
 def default_backend(backend: str, device) -> str:

@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 
-from cleanrl_utils.exits import USAGE_ERROR
+from cleanrl_utils.cli.errors import USAGE_ERROR
 
 # module -> the extra that installs it (pyproject.toml's [project.optional-dependencies])
 EXTRA_OF = {
@@ -43,7 +43,7 @@ INSTALL = {
 
 
 # the flags whose work needs an extra, checked before any work (`missing_flag_extra`);
-# --upload-model's needs, a token among them, are `cleanrl_utils.hub_auth`'s
+# --upload-model's needs, a token among them, are `cleanrl_utils.checks.hub`'s
 FLAG_EXTRAS = {"capture_video": "video"}
 
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.exits import CANNOT_START
-from cleanrl_utils.folders import file_name
-from cleanrl_utils.progress import format_seconds
-from cleanrl_utils.sweeps import launcher_env
+from cleanrl_utils.cli.errors import CANNOT_START
+from cleanrl_utils.cli.progress import format_seconds
+from cleanrl_utils.files.config import file_name
+from cleanrl_utils.files.sweeps import launcher_env
 
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PJRT_NPROC")
@@ -147,7 +147,7 @@ class Running:
 
 def start_job(job: Job, log: Path, env: Mapping[str, str]) -> Running | Result:
     """Start a run in its own process group, so that stopping it stops its children too. The run
-    is told this process, its launcher (`cleanrl_utils.sweeps.launcher_env`): a run of
+    is told this process, its launcher (`cleanrl_utils.files.sweeps.launcher_env`): a run of
     `cleanrl/` stops with a checkpoint when this process is gone (killed outright, it could
     stop no run), instead of training on unsupervised. The log is appended to: the same command
     with the same log folder continues a stopped run, whose earlier lines stay."""

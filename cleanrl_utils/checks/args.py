@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils import output
-from cleanrl_utils.exits import DISK_EXIT, USAGE_ERROR, RunError
+from cleanrl_utils.cli import output
+from cleanrl_utils.cli.errors import DISK_EXIT, USAGE_ERROR, RunError
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch

@@ -1,7 +1,7 @@
 """One JAX run on many processes (hosts): `jax.distributed` set up from the environment, and the
 few exchanges that the run lifecycle (`cleanrl_utils.run.Run`) makes between them.
 
-The JAX counterpart of `cleanrl_utils.distributed.Distributed` for
+The JAX counterpart of `cleanrl_utils.distributed.torch_ranks.Distributed` for
 `cleanrl/ppo_atari_envpool_xla_jax_scan_multigpu.py`, which makes these calls:
 
     with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=JaxDistributed) as run:
@@ -22,7 +22,7 @@ The processes are given by the environment, in one of two ways (all else: one pr
 Each process uses all of its host's devices (JAX's own SLURM detection would give each task one
 device: not what a process per host wants). On CPUs the processes' collectives go through gloo
 (JAX's default). Every wait for the others (joining, the agreement) is bounded by
-`CLEANRL_DIST_TIMEOUT_S` (`cleanrl_utils.rank_watch.timeout_s`); a process that ends waits for
+`CLEANRL_DIST_TIMEOUT_S` (`cleanrl_utils.distributed.lost_ranks.timeout_s`); a process that ends waits for
 process 0, which runs the evaluation after training, at most `SHUTDOWN_S`. The processes' messages
 are JSON (`ranks.encode_message`), never pickles; process 0 listens on the host of the address.
 """
@@ -38,11 +38,17 @@ import time
 
 import numpy as np
 
-from cleanrl_utils.checks import C_INT, fail
-from cleanrl_utils.exits import FAILED, USAGE_ERROR
-from cleanrl_utils.output import flush, say
-from cleanrl_utils.rank_watch import DEFAULT_TIMEOUT_S, timeout_s
-from cleanrl_utils.ranks import BadMessage, decode_messages, disagreement, encode_message, run_view
+from cleanrl_utils.checks.args import C_INT, fail
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.cli.output import flush, say
+from cleanrl_utils.distributed.agreement import (
+    BadMessage,
+    decode_messages,
+    disagreement,
+    encode_message,
+    run_view,
+)
+from cleanrl_utils.distributed.lost_ranks import DEFAULT_TIMEOUT_S, timeout_s
 
 SHUTDOWN_S = 6 * 3600  # (process 0's evaluation games, after the others are done)
 JAX_GRACE_S = 60  # jaxlib's own join timeout past CLEANRL_DIST_TIMEOUT_S (the watchdog's)

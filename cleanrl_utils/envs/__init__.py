@@ -1,0 +1,2 @@
+"""The games: the classic Atari wrappers (`atari_wrappers`), the evaluation protocols' five
+settings (`protocols`) and the evaluation videos (`video`)."""
