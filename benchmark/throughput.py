@@ -40,9 +40,8 @@ from throughput_report import (
     summarize,
 )
 
-from cleanrl_utils.checks.args import fail
 from cleanrl_utils.checks.args import parse_args as parse_flags
-from cleanrl_utils.cli.errors import RunError, entry_point
+from cleanrl_utils.cli.errors import RunError, entry_point, fail
 
 
 class UsageError(RunError):
@@ -95,7 +94,7 @@ def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
     return args, sizes
 
 
-@entry_point
+@entry_point()
 def main(argv: list[str] | None = None) -> Summary | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [BOUND_FLAG]:

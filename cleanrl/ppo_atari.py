@@ -7,9 +7,10 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 
-import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks.args import check_gymnasium_atari_id, check_ppo_args, parse_args
+from cleanrl_utils.checks.args import check_ppo_args, parse_args
+from cleanrl_utils.checks.env_ids import check_gymnasium_atari_id
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.envs import atari_wrappers
 from cleanrl_utils.envs.atari_wrappers import EpisodeStatistics
 from cleanrl_utils.ppo.compile import compiled
@@ -321,7 +322,7 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns):
 
 if __name__ == "__main__":
     # bad input, a checkpoint it cannot use, a full disk: one `error:` line and its exit code
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__) as run:
+    with entry_point(), Run(parse_args(Args), __file__) as run:
         args = run.args  # --resume: the flags not given come from the checkpoint (a new object)
         check_ppo_args(args)
         check_gymnasium_atari_id(args.env_id)

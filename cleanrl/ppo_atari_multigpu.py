@@ -8,9 +8,10 @@ from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Literal
 
-import cleanrl_utils.entry  # first: a missing extra below is one line, not a traceback
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks.args import check_gymnasium_atari_id, check_ppo_args, parse_args
+from cleanrl_utils.checks.args import check_ppo_args, parse_args
+from cleanrl_utils.checks.env_ids import check_gymnasium_atari_id
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.distributed.torch_ranks import Distributed
 from cleanrl_utils.envs import atari_wrappers
 from cleanrl_utils.envs.atari_wrappers import EpisodeStatistics
@@ -342,7 +343,7 @@ def update(ppo_loss, agent, optimizer, args, rollout, advantages, returns, dist)
 
 if __name__ == "__main__":
     # bad input, a checkpoint it cannot use, a full disk: one `error:` line and its exit code
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
+    with entry_point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
         args = run.args  # --resume: the flags not given come from the checkpoint (a new object)
         dist = run.dist  # RANK, WORLD_SIZE, ... from torchrun (alone: one process); rank 0 writes
         args.num_envs = args.local_num_envs * dist.world_size

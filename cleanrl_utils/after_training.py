@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils.checks.args import fail
-from cleanrl_utils.cli.errors import DISK_EXIT, RunError
+from cleanrl_utils.cli.errors import DISK_EXIT, RunError, fail
 from cleanrl_utils.cli.output import cause
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.envs.video import WRITE_ERRORS, run_videos
@@ -20,7 +19,7 @@ from cleanrl_utils.evals.common import evaluation_seed, with_training_env
 from cleanrl_utils.files.model_file import save_jax_model, save_torch_model
 from cleanrl_utils.files.state_file import list_checkpoints
 from cleanrl_utils.huggingface.push import PushError, push_run, retry_command
-from cleanrl_utils.run import checkpoints as checkpointer
+from cleanrl_utils.run import checkpoints
 from cleanrl_utils.run.folder_guard import kept_after
 
 
@@ -62,7 +61,7 @@ def finish_training(run, save, evaluate) -> None:
         try:
             save(run.dir / f"{args.exp_name}.cleanrl_model")
         except OSError as exc:
-            checkpointer.disk_failed(run, "the model file", exc)
+            checkpoints.disk_failed(run, "the model file", exc)
     video_dir = str(run_videos(run.name)) if args.capture_video or upload else None
     seed, protocol = evaluation_seed(args.seed), protocols.record(args)
     under = f", under {protocols.describe(protocol)}" if protocol else ""

@@ -19,10 +19,10 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks.args import fail, parse_args
+from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.cli import extras, output
-from cleanrl_utils.cli.errors import entry_point
-from cleanrl_utils.files.config import atomic_write_bytes
+from cleanrl_utils.cli.errors import entry_point, fail
+from cleanrl_utils.files.atomic import atomic_write_bytes
 from cleanrl_utils.files.model_file import METADATA_KEY, ZIP_MAGIC, model_info
 from cleanrl_utils.files.state_file import (
     PICKLE_MAGIC,
@@ -58,7 +58,7 @@ def convert_torch_model(path: Path) -> None:
     atomic_write_bytes(path, save(weights, metadata={METADATA_KEY: json.dumps(info)}))
 
 
-@entry_point
+@entry_point()
 def main(argv=None) -> None:
     args = parse_args(ConvertArgs, argv, prog="python -m cleanrl_utils.convert")
     for name in args.files:

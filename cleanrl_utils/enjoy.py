@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.checks.args import fail
 from cleanrl_utils.cli import extras, output
-from cleanrl_utils.cli.errors import RunError, entry_point
+from cleanrl_utils.cli.errors import RunError, entry_point, fail
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
 from cleanrl_utils.files.model_file import read_model
@@ -92,7 +91,7 @@ def download(repo_id: str, revision: str | None) -> tuple[Path, dict]:
         fail(f"{where}: the download failed ({one_line(exc)})", 1)
 
 
-@entry_point
+@entry_point()
 def main(argv=None) -> list[float]:
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.enjoy", cls=EnjoyArgs)
     if (args.hf_repo is None) == (args.model_path is None):

@@ -40,7 +40,8 @@ import sys
 import threading
 
 from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, entry_point, signal_name, stop_code
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, entry_point
+from cleanrl_utils.cli.signals import signal_name, stop_code
 from cleanrl_utils.distributed.lost_ranks import timeout_s
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
@@ -243,7 +244,7 @@ def exit_codes_on_close() -> dict[int, int]:
     return codes
 
 
-@entry_point  # (Ctrl-C before torchrun handles it: one line, 130)
+@entry_point()  # (Ctrl-C before torchrun handles it: one line, 130)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("PET_SIGNALS_TO_HANDLE", signals_to_handle())
@@ -274,15 +275,15 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.redirect_stderr(said):
                 launch = parse_args(argv)
         except SystemExit as exc:  # torchrun's own flags: argparse's usage, said in one line
-            if exc.code not in (0, None):
+            code = exc.code if isinstance(exc.code, int) else FAILED  # (0: --help)
+            if code:
                 reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")
                 line = f"error: torchrun: {reason[2] or 'bad flags'} (see --help)"
-            raise
-        if problem := launch_problem(launch):
-            line = f"error: torchrun: {problem} (see --help)"
-            raise SystemExit(USAGE_ERROR)
-        with_rendezvous_timeout(launch, wait_s)
-        run(launch)
+        if launch is not None and (problem := launch_problem(launch)):
+            line, code = f"error: torchrun: {problem} (see --help)", USAGE_ERROR
+        elif launch is not None:
+            with_rendezvous_timeout(launch, wait_s)
+            run(launch)
     except ChildFailedError as exc:
         codes = {rank: failure.exitcode for rank, failure in exc.failures.items()}
         first = exc.get_first_failure()[0]
@@ -293,8 +294,6 @@ def main(argv: list[str] | None = None) -> int:
         if closed:  # (the ranks' own codes: 130 or 75 when they wrote their checkpoint)
             line, code = summary(closed, None, host), run_code(closed)
         line = f"{line or f'torchrun on {host}'} (stopped by {signal_name(signum)})"
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else FAILED
     except Exception as exc:  # the rendezvous, a node that never came: torchrun's own failure
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         line, code = f"error: torchrun on {host}: {type(exc).__name__}: {first_line}", FAILED

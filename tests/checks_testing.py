@@ -7,13 +7,13 @@ import importlib
 
 import pytest
 
-from cleanrl_utils.checks.args import (
+from cleanrl_utils.checks.args import check_ppo_args
+from cleanrl_utils.checks.env_ids import (
     check_ale_vector_id,
     check_envpool_atari_id,
     check_gymnasium_atari_id,
-    check_ppo_args,
 )
-from cleanrl_utils.cli.errors import EntryPoint
+from cleanrl_utils.cli.errors import entry_point
 
 ENVPOOL = "ppo_atari_envpool"
 GYMNASIUM = "ppo_atari"
@@ -48,7 +48,7 @@ def usage_error(capsys, script: str, **flags) -> str:
     """The one `error:` line with which the script's checks reject `flags` (exit code 2)."""
     args = script_args(script, **flags)
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         check_script_args(script, args)
     assert exit_info.value.code == 2
     out, err = capsys.readouterr()

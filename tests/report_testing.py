@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cleanrl_utils import report
-from cleanrl_utils.files.config import file_env_id
+from cleanrl_utils.files.run_names import file_env_id
 
 
 def make_run(

@@ -1,6 +1,6 @@
 """Helpers for the tests that use `cleanrl_utils.run.Run` in-process (tests/test_run.py, and the
 programs it runs as processes): a small run of `cleanrl/ppo_atari_envpool.py`, opened as a script
-opens it, and what the script's entry point does with a `RunError`."""
+opens it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.cli.errors import EntryPoint
 from cleanrl_utils.run import Run
 
 SCRIPT = str(REPO_ROOT / "cleanrl" / "ppo_atari_envpool.py")
@@ -29,9 +28,3 @@ def open_run(runs_dir: Path, script: str = SCRIPT, **flags) -> Run:
     derive_sizes(run.args)  # (the arguments as reconciled: a new object)
     run.start()
     return run
-
-
-def entry_point() -> EntryPoint:
-    """What a script's entry point does with a `RunError` (`cleanrl_utils.entry.point`): its one
-    line, then the process ends with its code (here: `SystemExit`)."""
-    return EntryPoint()

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cleanrl_utils.entry  # (first, as in the scripts)
 from cleanrl_utils.checks.args import parse_args
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.run import Run
 
 ITERATIONS = {1: 2, 2: 400, 3: 400}
@@ -46,7 +46,7 @@ class Args:
 
 if __name__ == "__main__":
     args = parse_args(Args)
-    with cleanrl_utils.entry.point(), Run(args, __file__) as run:  # (as the scripts)
+    with entry_point(), Run(args, __file__) as run:  # (as the scripts)
         args = run.args
         args.batch_size = args.num_envs * args.num_steps
         args.total_timesteps = args.total_timesteps or ITERATIONS[args.seed] * args.batch_size

@@ -23,7 +23,7 @@ import pytest
 from logs_testing import read_scalars
 
 from cleanrl_utils import benchmark
-from cleanrl_utils.cli import errors as exits
+from cleanrl_utils.cli import errors
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_TEMPLATE = REPO / "benchmark" / "cleanrl_1gpu.slurm_template"
@@ -252,7 +252,7 @@ def test_ctrl_c_stops_every_run_and_its_children_and_names_the_unfinished_runs(t
         if launcher.poll() is None:
             launcher.send_signal(signal.SIGINT)
             launcher.wait(timeout=benchmark.STOP_GRACE_S + 10)
-    assert launcher.returncode == exits.INTERRUPTED, output
+    assert launcher.returncode == errors.INTERRUPTED, output
     assert all_gone(pids), output
     assert "interrupted: stopping 2 running runs" in output
     assert "3 runs did not finish:" in output
@@ -311,7 +311,7 @@ def test_run_pool_stops_its_runs_on_ctrl_c_and_returns_their_exit_codes(tmp_path
     before = signal.getsignal(signal.SIGINT)
     threading.Thread(target=ctrl_c_once_two_runs_started, daemon=True).start()
     pool = benchmark.run_pool(jobs, workers=2, log_dir="logs")
-    assert pool.interrupted and pool.exit_code == exits.INTERRUPTED
+    assert pool.interrupted and pool.exit_code == errors.INTERRUPTED
     assert pool.exit_codes == [75, 75, None]
     assert sorted(p.name for p in tmp_path.glob("checkpoint_*")) == ["checkpoint_1", "checkpoint_2"]
     assert signal.getsignal(signal.SIGINT) is before  # the caller's Ctrl-C handler is back
@@ -406,7 +406,7 @@ def test_a_sweep_whose_runs_were_made_with_other_flags_is_refused_not_skipped(
     with pytest.raises(SystemExit) as exit_info:
         benchmark.main([*base, "--no-auto-tag", "--log-dir", "logs", "--command", command])
     out = capsys.readouterr()
-    assert exit_info.value.code == exits.USAGE_ERROR, out
+    assert exit_info.value.code == errors.USAGE_ERROR, out
     assert out.err == (
         f"error: sweep S: its run runs/{run.name} was made with other arguments than this "
         "command gives: --learning-rate 0.001 (the run: 0.00025). A sweep is one experiment: "

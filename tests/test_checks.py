@@ -27,23 +27,23 @@ from checks_testing import (
 )
 from scripts_testing import REPO_ROOT
 
-from cleanrl_utils.checks.args import (
+from cleanrl_utils.checks.args import check_ppo_args
+from cleanrl_utils.checks.env_ids import (
     ENV_ID_PROBLEMS,
     check_ale_vector_id,
     check_env_id,
     check_envpool_atari_id,
     check_gymnasium_atari_id,
-    check_ppo_args,
     game_of,
 )
-from cleanrl_utils.cli.errors import EntryPoint
+from cleanrl_utils.cli.errors import entry_point
 
 GYMNASIUM_IDS = ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "Pong-v4", "ALE/Pong-v5"]
 ENVPOOL_IDS = ["Pong-v5", "Breakout-v5", "SpaceInvaders-v5"]
 
 
 def error_of(env_id, known, capsys) -> str:
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         check_env_id(env_id, known, "the library")
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
@@ -102,7 +102,7 @@ def test_each_env_id_check_says_its_problem_function_s_line(check, good, bad, ca
     assert capsys.readouterr() == ("", "")
     said = problem(bad)
     assert said.startswith(f"unknown env id {bad!r} for ") and "did you mean" in said
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         check(bad)
     assert exit_info.value.code == 2 and capsys.readouterr().err == f"error: {said}\n"
 
@@ -281,7 +281,7 @@ def test_atari_ids_of_each_library_pass(capsys, env_id, check):
     ],
 )
 def test_ids_the_scripts_cannot_use_get_a_hint(capsys, env_id, check, words):
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         check(env_id)
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
@@ -337,7 +337,7 @@ def test_an_integer_past_the_c_type_that_takes_it_is_refused_by_the_parser(scrip
     ALE's pybind11 raised a TypeError after the folder was made)."""
     from cleanrl_utils.checks.args import parse_args
 
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         parse_args(importlib.import_module(f"cleanrl.{script}").Args, flags)
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()

@@ -324,12 +324,12 @@ def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypat
     import (it was a traceback there, and NaN, -5, inf went through): one `error:` line naming
     it, exit code 2. Unset or empty: the default; a one-process run never reads it."""
     from cleanrl_utils.cli.errors import RunError
-    from cleanrl_utils.distributed import lost_ranks as rank_watch
+    from cleanrl_utils.distributed import lost_ranks
     from cleanrl_utils.distributed.jax_processes import JaxDistributed
 
     monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", value)
     args = make_args(local_num_envs=1)
-    assert Distributed(args).timeout_s == rank_watch.DEFAULT_TIMEOUT_S  # (world size 1)
+    assert Distributed(args).timeout_s == lost_ranks.DEFAULT_TIMEOUT_S  # (world size 1)
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")  # (rank 0 without torchrun tells no one at its exit)
     monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1")
@@ -342,7 +342,7 @@ def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypat
         assert raised.value.line.startswith("error: ") and "\n" not in raised.value.line
     for fine, seconds in (("", 600.0), ("5", 5.0), (" 2.5 ", 2.5)):
         monkeypatch.setenv("CLEANRL_DIST_TIMEOUT_S", fine)
-        assert rank_watch.timeout_s() == seconds
+        assert lost_ranks.timeout_s() == seconds
 
 
 class Payload:
@@ -441,9 +441,10 @@ def listening_hosts(port: int) -> list[str]:
 
 JAX_PROCESS = """
 import types
-from cleanrl_utils import entry
+import cleanrl_utils.entry
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.distributed.jax_processes import JaxDistributed
-with entry.point():
+with entry_point():
     JaxDistributed(types.SimpleNamespace(num_envs=4)).connect()
 """
 

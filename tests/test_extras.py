@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from run_testing import entry_point
 from scripts_testing import REPO_ROOT, script_env
 
 from cleanrl_utils.cli import extras
+from cleanrl_utils.cli.errors import entry_point
 
 BLOCKER = """
 import importlib.abc, os, sys
@@ -99,7 +99,7 @@ def test_the_tuner_without_optuna_says_what_to_install(tmp_path):
 def test_importing_cleanrl_utils_changes_no_global_state(tmp_path):
     """Every module of the package but `entry` (the scripts' first import) leaves sys.excepthook
     and the signal handlers as they were; `entry` installs only the missing-extra hook (a
-    `RunError` becomes its exit in the script's entry point, `entry.point()`, not in a hook)."""
+    `RunError` becomes its exit in the script's entry point, `entry_point()`, not in a hook)."""
     code = """
 import importlib, pkgutil, signal, sys
 def state():

@@ -33,12 +33,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from run_testing import entry_point
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checks.args import SEED_LIMIT, memory_problem, parse_args
-from cleanrl_utils.cli.errors import DISK_EXIT
-from cleanrl_utils.files.config import (
+from cleanrl_utils.cli.errors import DISK_EXIT, entry_point
+from cleanrl_utils.files.run_names import (
     ENV_ID,
     EXP_NAME,
     RunName,

@@ -25,7 +25,6 @@ import pytest
 from checks_testing import SCRIPT_CHECKS, script_args
 from hub_server import LoopbackHub
 from logs_testing import read_scalars
-from run_testing import entry_point
 from scripts_testing import (
     REPO_ROOT,
     ScriptProcess,
@@ -38,6 +37,7 @@ from scripts_testing import (
     start_script,
 )
 
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.run import Run
 
 pytest.importorskip("huggingface_hub")

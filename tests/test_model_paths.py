@@ -14,7 +14,7 @@ import torch
 from scripts_testing import describe, run_script
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.cli.errors import EntryPoint
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.evals.common import evaluation_video_dir
 from cleanrl_utils.files.model_file import read_model, save_torch_model
 from cleanrl_utils.files.state_file import write_checkpoint
@@ -43,7 +43,7 @@ def checkpoint(folder, iteration):
 
 
 def error_line(capsys, call) -> str:
-    with pytest.raises(SystemExit) as exit_info, EntryPoint():
+    with pytest.raises(SystemExit) as exit_info, entry_point():
         call()
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()

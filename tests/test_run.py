@@ -23,12 +23,12 @@ import pytest
 import torch
 import tyro
 from logs_testing import read_scalars
-from run_testing import SCRIPT, SMALL, derive_sizes, entry_point, open_run
+from run_testing import SCRIPT, SMALL, derive_sizes, open_run
 from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.after_training import finish_training
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED, RunError
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED, RunError, entry_point
 from cleanrl_utils.files.state_file import (
     list_checkpoints,
     read_checkpoint,

@@ -20,10 +20,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from run_testing import entry_point
 from scripts_testing import REPO_ROOT, assert_usage_error, run_script, script_env
 
 import cleanrl.ppo_atari_envpool as torch_script
+from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.files.model_file import read_model
 from cleanrl_utils.files.state_file import (
     PICKLE_MAGIC,

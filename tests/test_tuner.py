@@ -29,7 +29,7 @@ from scripts_testing import (
 
 optuna = pytest.importorskip("optuna")
 
-from cleanrl_utils.cli.errors import EntryPoint  # noqa: E402
+from cleanrl_utils.cli.errors import entry_point  # noqa: E402
 from cleanrl_utils.files.state_file import list_checkpoints  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
@@ -777,7 +777,7 @@ def test_a_tuner_whose_trials_all_fail_exits_1_saying_so(tmp_path, monkeypatch, 
         pruner=optuna.pruners.NopPruner(),
         workers=2,
     )
-    with pytest.raises(SystemExit) as exit_, EntryPoint():
+    with pytest.raises(SystemExit) as exit_, entry_point():
         tuner.tune(num_trials=2, num_seeds=1)
     out = capsys.readouterr()
     assert exit_.value.code == 1, out
@@ -857,7 +857,7 @@ def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monke
     with pytest.raises(ValueError, match="no search space"):
         Tuner(script=str(script), env_ids=["Breakout-v5"])
     tuner = Tuner(script=str(script), params_fn=lambda trial: {}, env_ids=["Breakout-v5"])
-    with pytest.raises(SystemExit) as exit_, EntryPoint():
+    with pytest.raises(SystemExit) as exit_, entry_point():
         tuner.tune(num_trials=2, num_seeds=1)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.startswith("error: the search space is empty"), err

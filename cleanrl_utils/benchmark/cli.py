@@ -26,8 +26,9 @@ from cleanrl_utils.benchmark.common import (
 )
 from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
-from cleanrl_utils.checks.args import check_output_folder, fail, parse_args
-from cleanrl_utils.cli.errors import INTERRUPTED, entry_point
+from cleanrl_utils.checks.args import parse_args
+from cleanrl_utils.checks.paths import check_output_folder
+from cleanrl_utils.cli.errors import INTERRUPTED, entry_point, fail
 from cleanrl_utils.files.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 from cleanrl_utils.report.atari5 import expand_env_ids
 
@@ -72,7 +73,7 @@ def check_args(args: Args) -> None:
         fail(problem)
 
 
-@entry_point
+@entry_point()
 def main(argv: list[str] | None = None) -> int:
     """The launcher; returns its exit code: 0; 1 when a run failed; 130 after Ctrl-C. Bad input
     exits with code 2 before anything runs or is submitted."""

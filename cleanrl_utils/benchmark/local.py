@@ -36,8 +36,9 @@ from cleanrl_utils.benchmark.pool import (
     thread_limits,
     usable_cpus,
 )
-from cleanrl_utils.cli.errors import FAILED, INTERRUPTED, StopRequest
+from cleanrl_utils.cli.errors import FAILED, INTERRUPTED
 from cleanrl_utils.cli.progress import format_seconds
+from cleanrl_utils.cli.signals import StopRequest
 
 
 @dataclass

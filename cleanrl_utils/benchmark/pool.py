@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cleanrl_utils.cli.errors import CANNOT_START
 from cleanrl_utils.cli.progress import format_seconds
-from cleanrl_utils.files.config import file_name
+from cleanrl_utils.files.run_names import file_name
 from cleanrl_utils.files.sweeps import launcher_env
 
 # the variables that size the thread pools of OpenMP (torch), MKL, OpenBLAS (numpy) and XLA (jax)

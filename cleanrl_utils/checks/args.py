@@ -5,20 +5,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import errno
 import io
 import math
-import os
 import re
 import sys
 import types
 import typing
-from collections.abc import Iterable
-from pathlib import Path
-from typing import NoReturn
 
 from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import DISK_EXIT, USAGE_ERROR, RunError
+from cleanrl_utils.cli.errors import fail
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch
@@ -45,49 +40,6 @@ C_INT_FLAGS = {
 TRANSITION_BYTES = 4 * 84 * 84 + 10 * 4
 # what one env holds besides: its frame stack and two raw 210x160 RGB frames (max-pooled)
 ENV_BYTES = 4 * 84 * 84 + 2 * 210 * 160 * 3
-
-
-def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
-    """Raises the `RunError` whose line is `error: message` and whose exit code is `code`: the
-    entry point says the line, with no traceback, and exits with the code."""
-    raise RunError(message, code)
-
-
-def folder_problem(folder: str | os.PathLike) -> str | None:
-    """Why files cannot be written in `folder`, checked without writing anything: it (or, where
-    it does not exist yet, the nearest folder above it, where it would be made) is a file or is
-    not writable. None when it can take them (a full disk shows only when written)."""
-    path = Path(folder)
-    for above in (path, *path.parents):
-        if not above.exists():
-            if above.is_symlink():  # (mkdir would find it taken, after all the work)
-                return broken_link(above)
-            continue
-        if not above.is_dir():
-            return f"{above} is a file, not a folder"
-        if not os.access(above, os.W_OK | os.X_OK):
-            read_only = os.statvfs(above).f_flag & os.ST_RDONLY
-            return f"{above} is {'on a read-only file system' if read_only else 'not writable'}"
-        return None
-    return None
-
-
-def broken_link(link: Path) -> str:
-    """Why the symbolic link `link`, which leads nowhere, cannot be a folder."""
-    try:
-        link.stat()
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return f"{link} is a symbolic link in a loop"
-    return f"{link} is a symbolic link to {os.readlink(link)}, which does not exist"
-
-
-def check_output_folder(folder: str | os.PathLike, flag_name: str) -> None:
-    """A tool's output folder that cannot take files ends the process before any work: one
-    `error:` line naming the flag, the folder and why, and exit code `DISK_EXIT`."""
-    problem = folder_problem(folder)
-    if problem is not None:
-        fail(f"{flag_name} {folder}: cannot write there: {problem}", DISK_EXIT)
 
 
 def flag(name: str) -> str:
@@ -340,92 +292,3 @@ def steps_note(total_timesteps: int, num_envs: int, num_steps: int) -> str | Non
         f"--total-timesteps {total_timesteps:,} is not a whole number of batches (num_envs * "
         f"num_steps = {num_envs} * {num_steps})"
     )
-
-
-def game_of(env_id: str) -> str:
-    """`Pong-v5`, `PongNoFrameskip-v4`, `ALE/Pong-v5` -> `pong`: the game, whatever the id style."""
-    name = env_id.rpartition("/")[2]
-    return re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name).lower()
-
-
-def env_id_problem(env_id: str, known: Iterable[str], library: str) -> str | None:
-    """Why `env_id` is not one of `library`'s `known` ids (with the ids it may have meant), or
-    None: what `check_env_id` says."""
-    known = list(known)
-    if env_id in known:
-        return None
-    # the same game in the other id style first (`Pong-v5` given to a gymnasium script)
-    same_game = [k for k in known if game_of(k) == game_of(env_id)]
-    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
-    suggestions = list(dict.fromkeys(same_game[:1] + close))[:3]
-    hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-    return f"unknown env id {env_id!r} for {library}{hint}"
-
-
-def check_env_id(env_id: str, known: Iterable[str], library: str) -> None:
-    if problem := env_id_problem(env_id, known, library):
-        fail(problem)
-
-
-def envpool_atari_id_problem(env_id: str) -> str | None:
-    """Only EnvPool's Atari ids: its other games (CartPole, MuJoCo, ...) have no lives or frames."""
-    import envpool
-    from envpool.registration import registry
-
-    atari_ids = [i for i in envpool.list_all_envs() if registry.specs[i][0] == "envpool.atari"]
-    return env_id_problem(env_id, atari_ids, "EnvPool's Atari games")
-
-
-def ale_vector_id_problem(env_id: str) -> str | None:
-    """ALE's Atari games for its vector env, spelt as ALE does (`ALE/Breakout-v5`) or as EnvPool
-    does (`Breakout-v5`), so that command lines carry over between the two scripts."""
-    import ale_py
-    import gymnasium as gym
-
-    gym.register_envs(ale_py)
-    ale_ids = [
-        i for i, spec in gym.registry.items() if spec.vector_entry_point and i.startswith("ALE/")
-    ]
-    ale_ids = [i for i in ale_ids if i.endswith("-v5")]
-    ids = ale_ids + [i.removeprefix("ALE/") for i in ale_ids]
-    return env_id_problem(env_id, ids, "ALE's vector env")
-
-
-def gymnasium_atari_id_problem(env_id: str) -> str | None:
-    """Only the ALE ids without frame skip (`*NoFrameskip-v4`): the scripts skip frames themselves."""
-    import ale_py
-    import gymnasium as gym
-
-    gym.register_envs(ale_py)
-    atari_ids = [  # (the `NoFrameskip-v0` ids repeat an action with probability 0.25)
-        i
-        for i, spec in gym.registry.items()
-        if spec.entry_point == "ale_py.env:AtariEnv"
-        and spec.kwargs.get("frameskip") == 1
-        and spec.kwargs.get("repeat_action_probability", 0.0) == 0.0
-    ]
-    return env_id_problem(env_id, atari_ids, "gymnasium's Atari games without frame skip")
-
-
-# the scripts' env id checks (each script calls one before building anything) exit with their
-# problem's line; the tuner's probe asks the problem of the check a script imports
-def check_envpool_atari_id(env_id: str) -> None:
-    if problem := envpool_atari_id_problem(env_id):
-        fail(problem)
-
-
-def check_ale_vector_id(env_id: str) -> None:
-    if problem := ale_vector_id_problem(env_id):
-        fail(problem)
-
-
-def check_gymnasium_atari_id(env_id: str) -> None:
-    if problem := gymnasium_atari_id_problem(env_id):
-        fail(problem)
-
-
-ENV_ID_PROBLEMS = {
-    check_envpool_atari_id: envpool_atari_id_problem,
-    check_ale_vector_id: ale_vector_id_problem,
-    check_gymnasium_atari_id: gymnasium_atari_id_problem,
-}

@@ -1,45 +1,38 @@
-"""How the project's commands end: one constant per exit code, and what Ctrl-C does.
+"""How the project's commands end: the exit codes, the one error the package raises for the user
+to read, and the one guard that turns it into an exit.
 
-On the lowest floor of `cleanrl_utils`: it imports only `cleanrl_utils.cli.output` (its lines are
-said where they can be: a stop never depends on its output being readable), and every module
-that exits with one of these codes or handles Ctrl-C takes them from here.
+- The exit codes, one constant each; every module that ends with one imports it from here (no
+  alias, no re-export: `tests/test_exits.py`).
+- `RunError`: bad input, a checkpoint it cannot use, a full disk, a stop before training: its
+  line and its exit code, as a value. `fail(message)` raises it. Library code raises it and
+  never exits.
+- `entry_point()`: the only place that turns errors into exits, used only by entry points, one
+  spelling for all of them: `@entry_point()` on a tool's `main`, `with entry_point(), Run(...)`
+  in a script's `if __name__ == "__main__":` block, `with entry_point("...")` for another
+  Ctrl-C line. A `RunError` is its line and its exit code, Ctrl-C one line and exit code 130,
+  no traceback.
 
-- `RunError`: the one error the package raises for the user to read (bad input, a checkpoint it
-  cannot use, a full disk, a stop before training): its line and its exit code, as a value.
-  Library code raises it and never exits; only entry points end the process.
-- `entry_point` (or `EntryPoint(message)`, for another Ctrl-C message): what turns errors into
-  exits, the only place that does, used only by entry points (the tools' `main`, the scripts'
-  `if __name__ == "__main__"` block through `cleanrl_utils.entry.point()`): a `RunError` is its
-  line and its exit code, Ctrl-C one line and exit code 130, no traceback.
-- `StopRequest`: the one way the package catches stop signals: a `with` block in which they set
-  a flag (or call a handler) instead of raising wherever the program happens to be, and that
-  gives back every handler it replaced. The benchmark launcher's pool, `--slurm-wait` and the
-  tuner use it for Ctrl-C, SIGTERM and SIGHUP; a training run (`cleanrl_utils.run`) for SIGTERM,
-  SIGUSR1, SIGHUP (a closed terminal) and Ctrl-C (`STOP_SIGNALS`).
+The stop signals (`StopRequest`, and a script's stops before its run holds them) are
+`cleanrl_utils.cli.signals`'.
 
-- `record_stops`: from a script's first import (`cleanrl_utils.entry`) until its `Run` takes the
-  handlers over, the stop signals end the process at once (before the run exists) or are
-  recorded (`early_stop`) and end it at the run's next safe point.
+Seven ends cannot be raised up to an entry point, and end the process at once with `os._exit`
+after their one line (`tests/test_exits.py` finds every call and checks it is listed here):
 
-A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
-(`cleanrl_utils.run`); they end with `stop_code(signal)`: `CHECKPOINT_EXIT`, or `INTERRUPTED`
-for Ctrl-C.
-
-Three ends do not go through an entry point, since none can be raised and caught there: they end
-the process at once (`os._exit`), after their one line. A stop signal before training (here, from
-its handler) and one during the steps after training (`cleanrl_utils.run.stops`): an exception
-raised from a signal handler lands wherever the program happens to be, and a library's callback
-can swallow it (JAX's gc callback: "Exception ignored in"), so the run would go on. Ranks of a
-multi-process run that fail together in a collective, or a rank left by one that never joined
-(`cleanrl_utils.distributed.torch_ranks`, `jax_distributed`): a clean exit can block on a peer that has
-already left.
+| where | code | why not raised |
+|---|---|---|
+| `cli/signals.py` `_record_stop` | 75, 130 | a stop signal while a script imports its libraries: an exception raised from a signal handler lands wherever the program happens to be, and a library's callback can swallow it (JAX's gc callback: "Exception ignored in") |
+| `run/stops.py` `stop_after_training` | 75, 130 | a stop signal during the steps after training: the same, from the run's handler |
+| `cli/extras.py` `missing_extra_hook` | 2 | a missing optional package, said from `sys.excepthook`, which cannot choose the exit code |
+| `distributed/torch_ranks.py` `_fail_together` | 2 | ranks that found the same problem in one collective: a clean exit can block on a peer that has already left |
+| `distributed/jax_processes.py` `_fail_together`, `_late` | 2 | the same for JAX's processes; `_late` from the watchdog's thread, while jaxlib holds the main one in `jax.distributed.initialize` |
+| `distributed/lost_ranks.py` `say_and_exit` | 2 | a rank left by one that never joined, from the watchdog's thread while the main one waits in the rendezvous |
+| `distributed/lost_ranks.py` `exit_lost` | 1 | a rank lost in a collective: a clean exit would wait on the lost rank again |
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+from typing import NoReturn
 
 from cleanrl_utils.cli.output import say
 
@@ -68,8 +61,8 @@ class RunError(Exception):
             say(self.line, stdout=self.code == 0)
 
 
-class EntryPoint(contextlib.ContextDecorator):
-    """Around an entry point (`@entry_point` on a command's `main`, or a `with` block): a
+class entry_point(contextlib.ContextDecorator):  # noqa: N801 (used as a function, as contextlib's)
+    """Around an entry point (`@entry_point()` on a command's `main`, or a `with` block): a
     `RunError` raised inside ends the process with its line and its exit code, Ctrl-C (a
     `KeyboardInterrupt`) with `ctrl_c` on stderr and exit code 130 (what a shell reports for
     Ctrl-C); no traceback. The one place where the package turns its errors into exits: library
@@ -78,7 +71,7 @@ class EntryPoint(contextlib.ContextDecorator):
     def __init__(self, ctrl_c: str = "interrupted (Ctrl-C)"):
         self.ctrl_c = ctrl_c
 
-    def __enter__(self) -> EntryPoint:
+    def __enter__(self) -> entry_point:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
@@ -90,118 +83,7 @@ class EntryPoint(contextlib.ContextDecorator):
             raise SystemExit(exc.code) from None
 
 
-entry_point = EntryPoint()  # `@entry_point` on a command's `main`
-
-
-class StopRequest:
-    """Stop signals caught for the length of a `with` block: each sets `requested` (and `signum`,
-    the last received), or calls `handler(signum, frame)` when one is given, instead of raising
-    wherever the program happens to be, so that nothing is started without being tracked.
-    `replace(signum, handler)` changes the handler of one of them inside the block (a second
-    Ctrl-C that stops at once). Every handler the block replaced is back when it ends. Only the
-    main thread may use it (Python runs signal handlers there).
-
-    Default signals: Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self, signals: tuple[int, ...] = SIGNALS, handler=None):
-        self.signals = tuple(signals)
-        self.handler = handler if handler is not None else self._handle
-        self.requested = False
-        self.signum: int | None = None
-        self.previous: dict = {}
-
-    def __enter__(self) -> StopRequest:
-        self.requested, self.signum = False, None
-        for signum in self.signals:
-            self.replace(signum, self.handler)
-        return self
-
-    def replace(self, signum: int, handler) -> None:
-        """`handler` for `signum` until the block ends; the handler from before the block is the
-        one given back."""
-        previous = signal.signal(signum, handler)
-        self.previous.setdefault(signum, previous)
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-        self.previous = {}
-
-    def _handle(self, signum, frame) -> None:
-        self.requested, self.signum = True, signum
-
-
-# SIGTERM (SLURM's preemption), SIGUSR1 (SLURM's warning before the time limit), SIGHUP (a closed
-# terminal or ssh session; `nohup` ignores it, and an ignored signal stays ignored), Ctrl-C
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT)
-_early_stops: list[int] = []  # what `record_stops` received while a run held them, in order
-# "importing": a stop ends the process at once; "run": a run holds them (`hold_stops`), they are
-# recorded; "ended": a run has ended (`release_stops`), a stop leaves its exit code alone
-_phase = "importing"
-
-
-def signal_name(signum: int) -> str:
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-
-
-def stop_code(signum: int) -> int:
-    """The exit code of a run stopped by `signum`: `INTERRUPTED` for Ctrl-C, else
-    `CHECKPOINT_EXIT` (resumable: the SLURM templates requeue it)."""
-    return INTERRUPTED if signum == signal.SIGINT else CHECKPOINT_EXIT
-
-
-def record_stops() -> None:
-    """The stop signals from now on: while a script imports torch, EnvPool and JAX (nothing is
-    written yet), each ends the process at once from the handler, with one line and exit code 75
-    (SIGTERM, SIGUSR1, SIGHUP: requeued by the SLURM templates, where SIGTERM's default would end
-    it with 143) or 130: a KeyboardInterrupt raised where it lands could be swallowed
-    (JAX's gc callback: "Exception ignored in"), and the run would train on. Once a run holds
-    them (`hold_stops`) they are recorded, and the run stops at its next safe point
-    (`early_stop`); a second Ctrl-C stops at once. A signal ignored (SIG_IGN) stays ignored."""
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _record_stop)
-
-
-def hold_stops() -> None:
-    """A run has begun: the stops `record_stops` receives are recorded, no longer acted on (none
-    is left from a run before it)."""
-    global _phase
-    _phase = "run"
-    _early_stops.clear()
-
-
-def release_stops() -> None:
-    """The run has ended: what it recorded is forgotten (a next run in the process starts with
-    none), and a stop from now on leaves the exit code the run's (torchrun's SIGTERM to a rank
-    that is exiting)."""
-    global _phase
-    _phase = "ended"
-    _early_stops.clear()
-
-
-def stops_phase() -> str:
-    """`importing`, `run` or `ended` (see `hold_stops`, `release_stops`)."""
-    return _phase
-
-
-def _record_stop(signum, frame) -> None:
-    if _phase == "ended":
-        return
-    if _phase == "importing":
-        code = stop_code(signum)
-        line = f"received {signal_name(signum)} before training began: stopping; nothing was "
-        say(f"{line}written (exit code {code})")
-        os._exit(code)
-    if signum == signal.SIGINT and signal.SIGINT in _early_stops:  # the process ends by it
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        say("received Ctrl-C again: stopping now")
-        os.kill(os.getpid(), signal.SIGINT)
-    _early_stops.append(signum)
-
-
-def early_stop() -> int | None:
-    """The first stop signal `record_stops` received while a run held them, or None."""
-    return _early_stops[0] if _early_stops else None
+def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    """Raises the `RunError` whose line is `error: message` and whose exit code is `code`: the
+    entry point says the line, with no traceback, and exits with the code."""
+    raise RunError(message, code)

@@ -4,7 +4,7 @@ few exchanges that the run lifecycle (`cleanrl_utils.run.Run`) makes between the
 The JAX counterpart of `cleanrl_utils.distributed.torch_ranks.Distributed` for
 `cleanrl/ppo_atari_envpool_xla_jax_scan_multigpu.py`, which makes these calls:
 
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=JaxDistributed) as run:
+    with entry_point(), Run(parse_args(Args), __file__, dist=JaxDistributed) as run:
         processes = run.dist          # how many processes, which one (bad input: exit 2); process
         ...                           # 0 alone writes; the stop agreement
         configure_jax(args)
@@ -38,8 +38,8 @@ import time
 
 import numpy as np
 
-from cleanrl_utils.checks.args import C_INT, fail
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.checks.args import C_INT
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
 from cleanrl_utils.cli.output import flush, say
 from cleanrl_utils.distributed.agreement import (
     BadMessage,

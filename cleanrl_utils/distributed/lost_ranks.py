@@ -8,7 +8,7 @@ outlives a rank that died:
   in the store at its exit (`tell_stopped_before_joining`); the others, while they join, watch
   for it (`watch_joining`) and stop at once with one line instead of waiting `timeout_s()`;
 - in a collective: the ranks left say they are alive; those that do not within `ALIVE_WAIT_S`
-  are lost, and each rank left exits with one line naming them (`exit_lost`), `LOST_RANK_EXIT`;
+  are lost, and each rank left exits with one line naming them (`exit_lost`), exit code 1 (`FAILED`: the run goes on from its newest checkpoint);
 - at the end: a rank in step with the others leaves the group only once every rank is closing
   (`wait_closing`): one that left at once could reset the connection under rank 0's last gather.
 
@@ -25,13 +25,12 @@ import signal
 import threading
 import time
 
-from cleanrl_utils.checks.args import C_INT, fail
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.checks.args import C_INT
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
 from cleanrl_utils.cli.output import say
 from cleanrl_utils.files.config import mark_stopped
 
 DEFAULT_TIMEOUT_S = 600.0
-LOST_RANK_EXIT = FAILED  # the run goes on from its newest checkpoint, if it has one
 ALIVE_WAIT_S = 5.0  # how long the ranks left wait for each other to say they are alive
 # a rank that stopped before the others joined, in this attempt of torchrun's (its store lasts)
 STOPPED_KEY = f"cleanrl/stopped_before_joining/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
@@ -133,7 +132,7 @@ def wait_closing(dist, wait: bool) -> None:
 def exit_lost(dist, exc) -> None:
     """A collective failed with `exc`: the ranks left say so in the store (torchrun's agent keeps
     it; without torchrun, rank 0 does); the ranks that do not within `ALIVE_WAIT_S` are lost,
-    named in one line, and this rank exits with `LOST_RANK_EXIT`."""
+    named in one line, and this rank exits with `FAILED`."""
     lost: list[int] | None = None
     try:
         dist.store.set(f"cleanrl/alive/{dist.rank}", "1")
@@ -153,7 +152,7 @@ def exit_lost(dist, exc) -> None:
         f"error: rank {dist.rank}: lost rank {names} of {dist.world_size} ({first}); "
         f"{after_loss(dist, lost or [], names)}"
     )
-    os._exit(LOST_RANK_EXIT)  # (no clean-up: it would wait on the lost rank again)
+    os._exit(FAILED)  # (no clean-up: it would wait on the lost rank again)
 
 
 def after_loss(dist, lost: list[int], names: str) -> str:

@@ -4,7 +4,7 @@ collectives a data-parallel script makes.
 A script of `cleanrl/` that runs on many processes (launched by `torchrun`, one process per rank)
 makes these calls, next to the run lifecycle's (`cleanrl_utils.run`):
 
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
+    with entry_point(), Run(parse_args(Args), __file__, dist=Distributed) as run:
         dist = run.dist           # RANK, WORLD_SIZE...; bad --backend/--device-ids: one `error:`
                                   # line on every rank and exit 2, before connecting
         dist.connect(run)         # the process group (NCCL on GPUs, else gloo), a bounded wait;
@@ -34,10 +34,10 @@ script's code, the resume target, the runs folder) in one collective: a differen
 store the ranks meet at, and the others stop at once (`cleanrl_utils.distributed.lost_ranks`).
 
 A rank that dies (its process killed, its node gone) fails the next collective of the others;
-they exit with one line naming the lost rank (`rank_watch.LOST_RANK_EXIT`) instead of waiting;
+they exit with one line naming the lost rank (exit code 1, `FAILED`) instead of waiting;
 the lowest rank left records the stop in config.json (rank 0, unless it is the one lost), and
 the line names the resume command only when the run has a checkpoint. Every wait is bounded by
-`timeout_s` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s; `rank_watch.timeout_s`).
+`timeout_s` (the variable `CLEANRL_DIST_TIMEOUT_S`, default 600 s; `lost_ranks.timeout_s`).
 """
 
 from __future__ import annotations
@@ -52,10 +52,9 @@ import threading
 
 import numpy as np
 
-from cleanrl_utils.checks.args import fail
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
 from cleanrl_utils.cli.output import flush, say
-from cleanrl_utils.distributed import lost_ranks as rank_watch
+from cleanrl_utils.distributed import lost_ranks
 from cleanrl_utils.distributed.agreement import (
     BadMessage,
     Shuffle,
@@ -128,12 +127,12 @@ class Distributed:
             self.device = torch.device("cpu")
         self.backend = default_backend(args.backend, self.device)
         self.joined = False
-        self.timeout_s = rank_watch.DEFAULT_TIMEOUT_S
+        self.timeout_s = lost_ranks.DEFAULT_TIMEOUT_S
         if self.world_size > 1:  # (registered after the checks every rank makes alike)
-            atexit.register(rank_watch.tell_stopped_before_joining, self)
+            atexit.register(lost_ranks.tell_stopped_before_joining, self)
             # (after the registration: the variable is this node's, and a rank that refuses it
             # tells the others)
-            self.timeout_s = rank_watch.timeout_s()
+            self.timeout_s = lost_ranks.timeout_s()
 
     def connect(self, run=None) -> None:
         """Joins the process group (a one-process run has none). A port in use or a rank 0
@@ -215,19 +214,19 @@ class Distributed:
             return
         import torch.distributed as torch_dist
 
-        rank_watch.wait_closing(self, wait)
+        lost_ranks.wait_closing(self, wait)
         torch_dist.destroy_process_group()
         self.group = None
 
     # -- the collectives --------------------------------------------------------------------
 
     def _collective(self, op, *args, **kwargs):
-        """`op(*args)`, or one line naming the lost rank(s) and `rank_watch.LOST_RANK_EXIT` when
+        """`op(*args)`, or one line naming the lost rank(s) and exit code 1 (`FAILED`) when
         a rank is gone."""
         try:
             return op(*args, **kwargs)
         except RuntimeError as exc:
-            rank_watch.exit_lost(self, exc)
+            lost_ranks.exit_lost(self, exc)
 
     def sum(self, tensor):
         """`tensor` summed over the ranks (a new tensor on every rank)."""

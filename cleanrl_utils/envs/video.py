@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks.args import folder_problem
+from cleanrl_utils.checks.paths import folder_problem
 
 VIDEOS = Path("videos")  # a training run's evaluation videos: videos/{run_name}/ (working folder)
 # the causes of a failed write that ffmpeg names by their `strerror`: the file's disk, which the

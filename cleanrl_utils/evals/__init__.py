@@ -26,8 +26,7 @@ from pathlib import Path
 
 import torch
 
-from cleanrl_utils.checks.args import fail
-from cleanrl_utils.cli.errors import DISK_EXIT, entry_point
+from cleanrl_utils.cli.errors import DISK_EXIT, entry_point, fail
 from cleanrl_utils.cli.output import cause
 from cleanrl_utils.envs.video import WRITE_ERRORS
 from cleanrl_utils.evals.common import (
@@ -156,7 +155,7 @@ def play_model(model: Model, script, args, video_dir: Path | None) -> list[float
     return episodic_returns
 
 
-@entry_point
+@entry_point()
 def main(argv=None):
     """`python -m cleanrl_utils.evals`: any model file or checkpoint, torch or JAX."""
     args = parse_eval_args(argv)

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks.args import check_output_folder, fail, parse_args
+from cleanrl_utils.checks.args import parse_args
+from cleanrl_utils.checks.paths import check_output_folder
+from cleanrl_utils.cli.errors import fail
 from cleanrl_utils.envs import protocols
-from cleanrl_utils.files.config import RunName, file_env_id
+from cleanrl_utils.files.run_names import RunName, file_env_id
 
 
 def play_games(envs, policy, finished_games, eval_episodes: int, video_dir) -> list[float]:

@@ -27,9 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.checks.args import fail
 from cleanrl_utils.cli import extras
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.cli.errors import entry_point, fail
 from cleanrl_utils.evals.common import (
     evaluation_games,
     evaluation_video_dir,
@@ -159,7 +158,7 @@ def evaluate_model(model: Model, script, args, video_dir: Path | None = None) ->
     )
 
 
-@entry_point
+@entry_point()
 def main(argv=None):
     """`python -m cleanrl_utils.evals.jax_eval`: a JAX model file or checkpoint."""
     args = parse_eval_args(argv, prog="python -m cleanrl_utils.evals.jax_eval")

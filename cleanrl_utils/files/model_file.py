@@ -24,10 +24,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.checks.args import fail, number_problem, value_problem
-from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.checks.args import number_problem, value_problem
+from cleanrl_utils.cli.errors import RunError, fail
 from cleanrl_utils.envs import protocols
-from cleanrl_utils.files.config import atomic_write_bytes, name_problem
+from cleanrl_utils.files.atomic import atomic_write_bytes
+from cleanrl_utils.files.run_names import name_problem
 from cleanrl_utils.files.scripts import load_script
 from cleanrl_utils.files.state_file import (
     MAGIC,

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.files.config import atomic_write_bytes
+from cleanrl_utils.files.atomic import atomic_write_bytes
 
 MAGIC = b"CLEANRL-CHECKPOINT-2\n"
 PICKLE_MAGIC = b"CLEANRL-CHECKPOINT-1\n"  # the older format: a pickle, never read

@@ -21,9 +21,9 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks.args import fail, parse_args
+from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.checks.hub import hub_problem, repo_name
-from cleanrl_utils.cli.errors import USAGE_ERROR, entry_point
+from cleanrl_utils.cli.errors import USAGE_ERROR, entry_point, fail
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -161,7 +161,7 @@ class PushArgs:
     """the seconds before the first retry, doubled before each next one"""
 
 
-@entry_point
+@entry_point()
 def main(argv=None) -> str:
     args = parse_args(PushArgs, argv, prog="python -m cleanrl_utils.huggingface")
     run_dir = Path(args.run_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from cleanrl_utils.files.config import RunName
+from cleanrl_utils.files.run_names import RunName
 from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.options import Args
 from cleanrl_utils.report.style import colors_of, score_text

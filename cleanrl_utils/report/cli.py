@@ -25,11 +25,11 @@ from typing import Annotated
 
 import tyro
 
-from cleanrl_utils.checks import args as checks
-from cleanrl_utils.checks.args import check_output_folder, fail
-from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, EntryPoint, entry_point
+from cleanrl_utils.checks import args as command_line
+from cleanrl_utils.checks.paths import check_output_folder
+from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, entry_point, fail
 from cleanrl_utils.cli.output import cause
-from cleanrl_utils.files.config import file_name
+from cleanrl_utils.files.run_names import file_name
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
 from cleanrl_utils.report.cells import Benchmark, Report
 from cleanrl_utils.report.figures import PLOT_DPI, write_figures
@@ -76,14 +76,14 @@ class Command(Args):
         return (*self.folders, *self.runs) or DEFAULT_RUNS
 
 
-@entry_point
+@entry_point()
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code: 0; 1 when no run could be reported (the notes
     say why). Ctrl-C exits with code 130. Bad input (no run at all among them) exits with code 2."""
-    with EntryPoint("interrupted (Ctrl-C): nothing written"):
+    with entry_point("interrupted (Ctrl-C): nothing written"):
         report = read_report(parse_args(argv))
     out = report.args.output_dir
-    with EntryPoint(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
+    with entry_point(f"interrupted (Ctrl-C): the files in {out}/ may be incomplete"):
         try:
             fragments = write_report(report)
         except OSError as exc:  # (a full disk, a folder made read-only since the check)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def parse_args(argv: list[str] | None) -> Command:
     """The flags, checked: a bad value is one `error:` line and exit code 2."""
-    args = checks.parse_args(
+    args = command_line.parse_args(
         Command, argv, prog="python -m cleanrl_utils.report", description=__doc__.split("\n\n")[0]
     )
     for path in args.run_folders():

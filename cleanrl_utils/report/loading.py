@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.files.config import RunName
+from cleanrl_utils.files.run_names import RunName
 from cleanrl_utils.files.state_file import list_checkpoints
 from cleanrl_utils.report.events import event_files, read_event_file
 from cleanrl_utils.report.tables import plural

@@ -7,8 +7,8 @@ import datetime as dt
 import difflib
 from dataclasses import dataclass
 
-from cleanrl_utils.checks.args import env_id_problem
-from cleanrl_utils.files.config import RunName
+from cleanrl_utils.checks.env_ids import env_id_problem
+from cleanrl_utils.files.run_names import RunName
 from cleanrl_utils.report.loading import RunLog
 from cleanrl_utils.report.tables import plural
 

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from cleanrl_utils.files.config import fsync_dir, read_record
+from cleanrl_utils.files.atomic import fsync_dir
+from cleanrl_utils.files.config import read_record
 from cleanrl_utils.files.state_file import (
     checkpoint_iteration,
     checkpoint_path,

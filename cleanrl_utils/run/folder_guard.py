@@ -23,8 +23,7 @@ import struct
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils.checks.args import fail
-from cleanrl_utils.cli.errors import DISK_EXIT, RunError
+from cleanrl_utils.cli.errors import DISK_EXIT, RunError, fail
 from cleanrl_utils.cli.output import cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length

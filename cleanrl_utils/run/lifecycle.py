@@ -3,7 +3,7 @@
 Every script in `cleanrl/` makes these calls, in this order:
 
     # the script's entry point: a RunError in the block is its one line and its exit code
-    with cleanrl_utils.entry.point(), Run(parse_args(Args), __file__) as run:  # --resume: found
+    with entry_point(), Run(parse_args(Args), __file__) as run:  # --resume: found
         args = run.args               # the arguments as reconciled (the caller's are not changed)
         ...                           # the sizes derived from them
         writer = run.start()          # runs/{run.name}/: config.json, TensorBoard, W&B, signals
@@ -46,28 +46,22 @@ from pathlib import Path
 
 import numpy as np
 
-import cleanrl_utils.run.checkpoints as checkpointer  # (the parts by module: not the package,
+import cleanrl_utils.run.checkpoints as checkpoints  # (the parts by module: not the package,
 import cleanrl_utils.run.diverged as diverged  # whose `__init__` imports this one)
 import cleanrl_utils.run.records as records
 import cleanrl_utils.run.stops as stops
 from cleanrl_utils.checks.args import steps_note
 from cleanrl_utils.checks.hub import upload_problem
 from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import (
-    CHECKPOINT_EXIT,
-    DISK_EXIT,
-    FAILED,
-    INTERRUPTED,
-    STOP_SIGNALS,
-    RunError,
-    stop_code,
-)
+from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, DISK_EXIT, FAILED, INTERRUPTED, RunError
 from cleanrl_utils.cli.extras import missing_flag_extra
 from cleanrl_utils.cli.progress import Progress
+from cleanrl_utils.cli.signals import STOP_SIGNALS, stop_code
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.envs.video import run_videos_problem
-from cleanrl_utils.files.config import RunName, mark_finished, mark_output_lost, name_problem
+from cleanrl_utils.files.config import mark_finished, mark_output_lost
 from cleanrl_utils.files.machine import device_of
+from cleanrl_utils.files.run_names import RunName, name_problem
 from cleanrl_utils.files.state_file import restored_value, rng_problem, set_rng_state, state_problem
 from cleanrl_utils.files.sweeps import launcher_gone, launcher_run_sweep
 from cleanrl_utils.run.checkpoints import KEEP
@@ -135,7 +129,7 @@ class Run:
         self.start_iteration = done + 1
         self.global_step = self.payload["global_step"] if self.payload else 0
         # how many are kept, and the newest: what a second Ctrl-C falls back to
-        self.checkpoints = checkpointer.Checkpoints(
+        self.checkpoints = checkpoints.Checkpoints(
             (done, self.global_step) if self.payload else None
         )
         self.games_seed = games_seed(self.args.seed, self.start_iteration)
@@ -180,18 +174,18 @@ class Run:
     def _open(self) -> None:
         try:
             if self.payload is not None:  # from an older checkpoint than the newest: a rewind
-                checkpointer.rewind(self, self._record)
+                checkpoints.rewind(self, self._record)
             records.open_folder(
                 self.dir, self.writer, self._record, self.args, self.payload is None
             )
         except OSError as exc:
-            checkpointer.disk_failed(self, "config.json and the TensorBoard event file", exc)
+            checkpoints.disk_failed(self, "config.json and the TensorBoard event file", exc)
 
     def _write_record(self) -> None:
         try:
             records.write_record(self.dir, self._record)
         except OSError as exc:
-            checkpointer.disk_failed(self, "config.json", exc)
+            checkpoints.disk_failed(self, "config.json", exc)
 
     def restore(self, state: dict) -> dict:
         """A resumed run: every entry of `state` as checkpointed (objects loaded in place, other
@@ -283,7 +277,7 @@ class Run:
             self.progress.close()  # (the bar stays above what follows: the last line is ours)
         path = None
         if saved:  # (TensorBoard's failure too: a checkpoint keeps what is in memory)
-            path = checkpointer.save(self, iteration, global_step, state)
+            path = checkpoints.save(self, iteration, global_step, state)
         if last or self.stop_requested:
             # from here on a stop ends the process at once (`stops.stop_after_training`)...
             self.stop.enter(Phase.STOPPING if self.stop_requested else Phase.AFTER_TRAINING)
@@ -415,7 +409,7 @@ class Run:
             self.progress.close()
         self.writer.close()
         if self.writer.error is not None:
-            checkpointer.disk_failed(self, "the TensorBoard event file", self.writer.error)
+            checkpoints.disk_failed(self, "the TensorBoard event file", self.writer.error)
         if code == 0 and after_training and self.rank == 0:
             mark_finished(self.dir / "config.json", self.global_step)  # a resume: nothing to do
         if self.lock_fd is not None:  # (rank 0's folder, made)

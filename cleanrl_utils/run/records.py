@@ -11,13 +11,8 @@ import uuid
 from pathlib import Path
 
 from cleanrl_utils.cli.errors import CHECKPOINT_EXIT
-from cleanrl_utils.files.config import (
-    atomic_write_bytes,
-    hyperparameter_table,
-    remove_temp_files,
-    resumed_record,
-    run_record,
-)
+from cleanrl_utils.files.atomic import atomic_write_bytes, remove_temp_files
+from cleanrl_utils.files.config import hyperparameter_table, resumed_record, run_record
 
 
 def open_folder(run_dir: Path, writer, record: dict, args, new: bool) -> None:

@@ -27,12 +27,10 @@ from cleanrl_utils.files.config import (
     CARRIED_ARGS,
     DERIVED_ARGS,
     FREE_ARGS,
-    file_name,
-    find_runs,
-    name_problem,
     read_record,
     slurm_task,
 )
+from cleanrl_utils.files.run_names import file_name, find_runs, name_problem
 from cleanrl_utils.files.state_file import (
     CHECKPOINT_GLOB,
     CorruptCheckpoint,

@@ -13,7 +13,7 @@ by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and it
   after training are left to the resume). A second Ctrl-C stops at once, saying what is lost
   (`on_second_ctrl_c`).
 - **before training** (`stop_before_training`): a stop signal received since the script's first
-  import (`cleanrl_utils.cli.errors.record_stops`) or by the run's handlers ends the run at its next
+  import (`cleanrl_utils.cli.signals.record_stops`) or by the run's handlers ends the run at its next
   safe point (`Run.__init__`, `start`, `restore`) with a `RunError`: one line and exit code 75
   (SIGTERM, SIGUSR1, SIGHUP: the SLURM templates requeue the task, which starts again or resumes)
   or 130 (Ctrl-C). This process trained nothing yet: nothing is lost.
@@ -31,7 +31,8 @@ import os
 import signal
 
 from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import RunError, early_stop, signal_name, stop_code
+from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.cli.signals import early_stop, signal_name, stop_code
 from cleanrl_utils.files.config import mark_output_lost, mark_stopped
 
 

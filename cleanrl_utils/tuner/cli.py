@@ -20,8 +20,8 @@ from typing import Annotated, Literal
 
 import tyro
 
-from cleanrl_utils.checks.args import fail, parse_args
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.checks.args import parse_args
+from cleanrl_utils.cli.errors import entry_point, fail
 from cleanrl_utils.report.atari5 import expand_env_ids
 
 PROG = "python -m cleanrl_utils.tuner"
@@ -195,7 +195,7 @@ def make_tuner(args: Args):
         )
 
 
-@entry_point
+@entry_point()
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(Args, argv, prog=PROG, description=__doc__.split("\n\n")[0])

@@ -10,7 +10,7 @@ import shlex
 
 from optuna.trial import TrialState
 
-from cleanrl_utils.files.config import atomic_write_bytes
+from cleanrl_utils.files.atomic import atomic_write_bytes
 from cleanrl_utils.files.sweeps import report_command
 from cleanrl_utils.report.tables import markdown_table
 from cleanrl_utils.tuner.scores import ESTIMATES, aggregation_words

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cleanrl_utils.checks.args import fail
-from cleanrl_utils.cli.errors import USAGE_ERROR
+from cleanrl_utils.cli.errors import USAGE_ERROR, fail
 from cleanrl_utils.files.sweeps import sweep_id
 from cleanrl_utils.tuner.scores import Normalizer
 

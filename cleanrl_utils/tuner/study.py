@@ -18,16 +18,10 @@ import optuna
 from optuna.trial import TrialState
 
 from cleanrl_utils.benchmark.pool import stop_jobs, thread_limits, usable_cpus
-from cleanrl_utils.checks.args import folder_problem
-from cleanrl_utils.cli.errors import (
-    DISK_EXIT,
-    FAILED,
-    INTERRUPTED,
-    USAGE_ERROR,
-    RunError,
-    StopRequest,
-)
-from cleanrl_utils.files.config import EXP_NAME_LIMIT, name_problem
+from cleanrl_utils.checks.paths import folder_problem
+from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, INTERRUPTED, USAGE_ERROR, RunError
+from cleanrl_utils.cli.signals import StopRequest
+from cleanrl_utils.files.run_names import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.files.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, ESTIMATES, Normalizer, aggregation_words

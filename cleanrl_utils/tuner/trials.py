@@ -23,7 +23,7 @@ from cleanrl_utils.benchmark.pool import (
     start_job,
 )
 from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.files.config import RunName, find_runs
+from cleanrl_utils.files.run_names import RunName, find_runs
 from cleanrl_utils.files.state_file import list_checkpoints
 from cleanrl_utils.files.sweeps import TUNER_VARIABLE
 from cleanrl_utils.report.events import event_files
