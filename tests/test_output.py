@@ -66,7 +66,7 @@ import os, sys
 from cleanrl_utils.cli import output
 output.guard()
 print("logging to runs/RUN/", flush=True)
-sys.stderr.write("a message for stderr\\n")  # (checks.py wrote tyro's warnings so)
+sys.stderr.write("a message for stderr\\n")  # (checks/args.py wrote tyro's warnings so)
 print("run folder: runs/RUN/")
 with open(os.devnull) as opened:
     print(f"opened as {opened.fileno()}", file=sys.stderr)
