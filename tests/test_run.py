@@ -843,21 +843,24 @@ def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_res
 
 
 def test_a_stop_during_the_last_checkpoint_write_leaves_the_steps_after_training_to_the_resume(
-    tmp_path, capsys
+    tmp_path, capsys, monkeypatch
 ):
-    """SIGTERM while the last iteration's checkpoint is written (its state read): that checkpoint
-    is the stop's; exit code 75, the model file, the evaluation games and the upload left to the
-    resume (the run wrote the model, played every game and exited 0)."""
+    """SIGTERM while the last iteration's checkpoint is written: that checkpoint is the stop's;
+    exit code 75, the model file, the evaluation games and the upload left to the resume (the
+    run wrote the model, played every game and exited 0)."""
+    import cleanrl_utils.run.checkpoints as checkpoints
+
     run = open_run(tmp_path, save_model=True)
     run.restore({})
     for iteration in range(1, 5):
         run.end_iteration(iteration, 8 * iteration, [], {})
 
-    def state() -> dict:  # (read once the checkpoint is due)
+    def write_during_sigterm(path, payload):
         os.kill(os.getpid(), signal.SIGTERM)
-        return {"x": 5}
+        write_checkpoint(path, payload)
 
-    run.end_iteration(5, 40, [], state)
+    monkeypatch.setattr(checkpoints, "write_checkpoint", write_during_sigterm)
+    run.end_iteration(5, 40, [], {"x": 5})
     assert run.stop_requested and not run.after_training
     done = []
     finish_training(run, done.append, lambda **games: done.append(games) or [])
