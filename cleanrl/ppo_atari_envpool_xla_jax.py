@@ -447,11 +447,10 @@ if __name__ == "__main__":
         )
         avg_returns, avg_lengths = deque(maxlen=20), deque(maxlen=20)
         state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
-        state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
+        state.update(avg_returns=avg_returns, avg_lengths=avg_lengths)
+        run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
+        # (restore replaced the TrainState and keys in the dict: JAX arrays cannot change in place)
         agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
-
-        def checkpoint_state():  # (a JAX TrainState is replaced, not changed in place)
-            return state | dict(agent_state=agent_state, key=key, rollout_key=env_state.key)
 
         # TRY NOT TO MODIFY: start the game
         global_step, start_time = run.global_step, run.start_time
@@ -502,7 +501,9 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
             writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
-            run.end_iteration(iteration, global_step, avg_returns, checkpoint_state)
+            # this iteration's TrainState and keys are new values: the checkpoint's dict takes them
+            state.update(agent_state=agent_state, key=key, rollout_key=env_state.key)
+            run.end_iteration(iteration, global_step, avg_returns, state)
             if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: its checkpoint is written
                 break
 

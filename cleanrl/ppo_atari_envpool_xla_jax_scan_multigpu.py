@@ -528,7 +528,9 @@ if __name__ == "__main__":
         )
         avg_returns, avg_lengths = deque(maxlen=20), deque(maxlen=20)
         state = dict(agent_state=agent_state, key=key, rollout_key=rollout_key)
-        state = run.restore(state | dict(avg_returns=avg_returns, avg_lengths=avg_lengths))
+        state.update(avg_returns=avg_returns, avg_lengths=avg_lengths)
+        run.restore(state)  # a resumed run: as checkpointed, the RNGs and step counter too
+        # (restore replaced the TrainState and keys in the dict: JAX arrays cannot change in place)
         agent_state, key, rollout_key = state["agent_state"], state["key"], state["rollout_key"]
         # on every device (from the host: a copy of one host's device cannot go to another's)
         replicated = NamedSharding(mesh, P())
@@ -605,7 +607,8 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", global_step / (time.time() - start_time), global_step)
             writer.add_scalar("charts/SPS_update", args.batch_size / run.laps_s, global_step)
-            state.update(agent_state=agent_state, key=key, rollout_key=env_states[0].key)  # kept
+            # this iteration's TrainState and keys are new values: the checkpoint's dict takes them
+            state.update(agent_state=agent_state, key=key, rollout_key=env_states[0].key)
             run.end_iteration(iteration, global_step, avg_returns, state)
             if run.stop_requested:  # Ctrl-C, SIGTERM, SIGUSR1: its checkpoint is written
                 break

@@ -130,15 +130,17 @@ def test_jax_state_restores_into_its_templates(tmp_path):
 
     run = open_run(tmp_path, checkpoint_every=1)
     agent_state, key = new_state(0), jax.random.PRNGKey(5)
-    agent_state, key = step(agent_state, key)
-    run.restore({"agent_state": agent_state, "key": key})
-    # end_iteration also takes a function: the state is read only when a checkpoint is written
-    run.end_iteration(1, 8, [], lambda: {"agent_state": agent_state, "key": key})
+    state = {"agent_state": agent_state, "key": key}
+    run.restore(state)
+    agent_state, key = step(agent_state, key)  # new values: the dict still holds the first ones
+    state.update(agent_state=agent_state, key=key)  # as the JAX scripts do before end_iteration
+    run.end_iteration(1, 8, [], state)
     run.finish()
     straight, straight_key = step(agent_state, key)
 
     resumed = open_run(tmp_path, resume=str(run.dir))
-    state = resumed.restore({"agent_state": new_state(1), "key": jax.random.PRNGKey(0)})
+    state = {"agent_state": new_state(1), "key": jax.random.PRNGKey(0)}
+    assert resumed.restore(state) is None  # the values replaced in the dict, read back from it
     assert np.array_equal(state["key"], key)
     assert int(state["agent_state"].step) == 1
     again, again_key = step(state["agent_state"], state["key"])
@@ -255,7 +257,9 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caps
     newest = run.dir / "checkpoint_0000002.ckpt"
     newest.write_bytes(newest.read_bytes()[:100])
     resumed = open_run(tmp_path, resume=str(run.dir))
-    assert resumed.restore({"x": 0}) == {"x": 1}
+    state = {"x": 0}
+    resumed.restore(state)
+    assert state == {"x": 1}
     assert f"warning: checkpoint {newest} is corrupt: checksum mismatch" in capsys.readouterr().err
     resumed.finish()
 
@@ -444,18 +448,32 @@ def test_a_state_no_longer_finite_ends_the_run_in_one_line_keeping_the_last_fini
     assert run.finished and run.lock_fd is None  # closed: TensorBoard flushed, the lock let go
 
 
-def test_a_state_given_as_a_function_is_checked_at_every_iteration_s_end(tmp_path):
-    """The JAX scripts give a function (their `TrainState` is replaced, not changed in place):
-    it is read at each iteration's end, not only when a checkpoint is due, so a run that
+def test_a_value_replaced_in_the_state_is_checked_at_every_iteration_s_end(tmp_path):
+    """The JAX scripts replace their values in the dict (a `TrainState` cannot change in place):
+    the dict is checked at each iteration's end, not only when a checkpoint is due, so a run that
     diverges stops at the iteration that made the NaN (JAX raises nothing)."""
-    weights = {"agent": np.ones(2, np.float32)}
+    state = {"agent": np.ones(2, np.float32)}
     with pytest.raises(RunError) as error, open_run(tmp_path, checkpoint_every=0) as run:
-        run.restore(dict(weights))
-        run.end_iteration(1, 8, [], lambda: dict(weights))
-        weights["agent"] = np.array([1.0, np.nan], np.float32)
-        run.end_iteration(2, 16, [], lambda: dict(weights))
+        run.restore(state)
+        run.end_iteration(1, 8, [], state)
+        state.update(agent=np.array([1.0, np.nan], np.float32))
+        run.end_iteration(2, 16, [], state)
     assert error.value.message.startswith("iteration 2: the training diverged: agent holds NaN")
     assert "no checkpoint was written" in error.value.message
+
+
+def test_end_iteration_takes_only_the_dict_given_to_restore(tmp_path):
+    """A forked script that passes a function (the older form) or one of its values is told in
+    one line what to pass, before anything is logged or written."""
+    state = {"agent": np.ones(2, np.float32)}
+    with open_run(tmp_path, checkpoint_every=1) as run:
+        run.restore(state)
+        for given in (lambda: state, state["agent"]):
+            with pytest.raises(TypeError, match="end_iteration takes the dict given to restore"):
+                run.end_iteration(1, 8, [], given)
+        assert list_checkpoints(run.dir) == [] and run.iteration == 0
+        run.end_iteration(1, 8, [], state)
+    assert [p.name for p in list_checkpoints(run.dir)] == ["checkpoint_0000001.ckpt"]
 
 
 def test_a_crash_of_a_state_no_longer_finite_in_an_iteration_is_said_as_that(tmp_path):
@@ -843,21 +861,24 @@ def test_a_stop_in_the_last_iteration_leaves_the_steps_after_training_to_the_res
 
 
 def test_a_stop_during_the_last_checkpoint_write_leaves_the_steps_after_training_to_the_resume(
-    tmp_path, capsys
+    tmp_path, capsys, monkeypatch
 ):
-    """SIGTERM while the last iteration's checkpoint is written (its state read): that checkpoint
-    is the stop's; exit code 75, the model file, the evaluation games and the upload left to the
-    resume (the run wrote the model, played every game and exited 0)."""
+    """SIGTERM while the last iteration's checkpoint is written: that checkpoint is the stop's;
+    exit code 75, the model file, the evaluation games and the upload left to the resume (the
+    run wrote the model, played every game and exited 0)."""
+    import cleanrl_utils.run.checkpoints as checkpoints
+
     run = open_run(tmp_path, save_model=True)
     run.restore({})
     for iteration in range(1, 5):
         run.end_iteration(iteration, 8 * iteration, [], {})
 
-    def state() -> dict:  # (read once the checkpoint is due)
+    def write_during_sigterm(path, payload):
         os.kill(os.getpid(), signal.SIGTERM)
-        return {"x": 5}
+        write_checkpoint(path, payload)
 
-    run.end_iteration(5, 40, [], state)
+    monkeypatch.setattr(checkpoints, "write_checkpoint", write_during_sigterm)
+    run.end_iteration(5, 40, [], {"x": 5})
     assert run.stop_requested and not run.after_training
     done = []
     finish_training(run, done.append, lambda **games: done.append(games) or [])
@@ -1181,7 +1202,9 @@ def test_a_resume_from_an_older_checkpoint_makes_it_the_runs_line_for_every_late
     model = run.dir / f"{run.args.exp_name}.cleanrl_model"  # (the abandoned line's --save-model)
     model.write_bytes(b"the model of iteration 4")
     resumed = open_run(tmp_path, resume=str(run.dir / "checkpoint_0000002.ckpt"))
-    assert resumed.restore({"x": 0}) == {"x": 2} and resumed.start_iteration == 3
+    state = {"x": 0}
+    resumed.restore(state)
+    assert state == {"x": 2} and resumed.start_iteration == 3
     resumed.writer.add_scalar("charts/episodic_return", 1.0, 24)
     os.kill(os.getpid(), signal.SIGTERM)
     resumed.end_iteration(3, 24, [], {"x": 3})
@@ -1251,7 +1274,9 @@ def test_a_rewind_cut_short_by_a_kill_is_finished_by_the_next_start(
     assert model.is_file() and json.loads((run.dir / "config.json").read_text())["finished"] is None
 
     again = open_run(tmp_path, resume=str(run.dir), total_timesteps=32)
-    assert again.restore({"x": 0}) == {"x": 2} and again.start_iteration == 3
+    state = {"x": 0}
+    again.restore(state)
+    assert state == {"x": 2} and again.start_iteration == 3
     set_aside = run.dir / "rewound_to_0000002"
     assert (set_aside / model.name).read_bytes() == b"the model of iteration 4"
     assert (set_aside / "checkpoint_0000004.ckpt").is_file() and not model.exists()

@@ -8,11 +8,13 @@ Every script in `cleanrl/` makes these calls, in this order:
         ...                           # the sizes derived from them
         writer = run.start()          # runs/{run.name}/: config.json, TensorBoard, W&B, signals
         envs = make_env(..., run.games_seed)
+        state = {"agent": agent, ...} # what a checkpoint keeps, one dict for the whole run
         run.restore(state)            # a resumed run: the state as checkpointed, RNGs included
         for iteration in range(run.start_iteration, args.num_iterations + 1):
             ...
             run.lap("rollout")        # time/rollout: the seconds since the previous lap
             ...
+            state.update(...)         # (JAX) the values that training replaced, not changed
             run.end_iteration(iteration, global_step, avg_returns, state)  # checkpoint if due
             if run.stop_requested:    # a stop signal came: this iteration's checkpoint is written
                 break
@@ -20,8 +22,11 @@ Every script in `cleanrl/` makes these calls, in this order:
     sys.exit(run.exit_code())         # (the script, not Run: 0, 75 after a stop signal, 130 Ctrl-C)
 
 `state` is a dict of what a checkpoint keeps (torch modules and optimizers, deques, JAX pytrees:
-see `cleanrl_utils.files.state_file`); `end_iteration` also takes a function returning it, read at each
-iteration's end (its values checked to be finite). Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
+see `cleanrl_utils.files.state_file`), built once. `restore` restores it in place: objects are loaded
+in place, other values (a JAX `TrainState`, a PRNG key) replaced in the dict, where the script
+reads them back; a script whose values are replaced as it trains (JAX's) puts them back with
+`state.update(...)` before `end_iteration`, which checks them to be finite at every iteration's
+end. Leaving the `with` block (or `finish()`) closes TensorBoard and W&B
 and gives back what the run changed in the process (`cleanrl_utils.run.process`: the signal
 handlers, `sys.stdout` on ranks other than 0, `sys.excepthook`), so a notebook or a test goes on as
 before the run. What the run cannot do (bad input, a checkpoint it cannot use, a stop before
@@ -187,12 +192,12 @@ class Run:
         except OSError as exc:
             checkpoints.disk_failed(self, "config.json", exc)
 
-    def restore(self, state: dict) -> dict:
-        """A resumed run: every entry of `state` as checkpointed (objects loaded in place, other
-        values replaced in the dict), the global RNGs as they were, and the step counter and
-        training time where they stopped; each is checked against `state` (names, shapes,
-        dtypes) before anything changes, in memory or in the run folder (a `RunError` when it
-        does not fit). A new run: nothing changes. Returns `state`."""
+    def restore(self, state: dict) -> None:
+        """A resumed run: every entry of `state` as checkpointed, in place (objects loaded in
+        place, other values, such as JAX pytrees, replaced in the dict), the global RNGs as they
+        were, and the step counter and training time where they stopped; each is checked against
+        `state` (names, shapes, dtypes) before anything changes, in memory or in the run folder
+        (a `RunError` when it does not fit). A new run: nothing changes."""
         stops.stop_before_training(self)
         self.start_time = time.time()
         self.state = state
@@ -215,13 +220,12 @@ class Run:
             self.start_time -= self.payload.get("elapsed", saved.get("elapsed", 0.0))
         if self.start_iteration > self.args.num_iterations:  # trained: the steps after it left
             self.stop.enter(Phase.AFTER_TRAINING)
-            return state
+            return
         total_steps = self.args.num_iterations * self.args.batch_size
         stream = None if self.rank == 0 else open(os.devnull, "w")  # noqa: SIM115
         self.progress = Progress(total_steps, start_step=self.global_step, stream=stream)
         self.stop.enter(Phase.TRAINING)
         self._lap_start = time.time()
-        return state
 
     # -- each iteration ---------------------------------------------------------------------
 
@@ -242,18 +246,21 @@ class Run:
         advantages and update, without the logging around them)."""
         return sum(self.laps.values())
 
-    def end_iteration(self, iteration: int, global_step: int, avg_returns, state) -> None:
-        """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`)
-        and writes a checkpoint of `state` (a dict, or a function returning one, called at every
-        iteration's end, whose values are checked to be finite then) when one is due:
+    def end_iteration(self, iteration: int, global_step: int, avg_returns, state: dict) -> None:
+        """Logs the laps, shows the progress (steps, steps per second, the mean of `avg_returns`),
+        checks the values of `state` (the dict given to `restore`, kept current) to be finite and
+        writes a checkpoint of it when one is due:
         every `--checkpoint-every` iterations, after the last, and after a stop signal, which
         also sets `stop_requested`. A stop signal that comes while a checkpoint is written makes
         that checkpoint the stop's (on one process, or after the last iteration: the ranks of a
         run on many stop together, after the next agreement)."""
+        if not isinstance(state, dict):  # (a function, the older form, or one of its values)
+            raise TypeError(
+                f"end_iteration takes the dict given to restore, not a {type(state).__name__}: "
+                "values replaced as the run trains go back into it with state.update(...)"
+            )
         for phase, seconds in self.laps.items():
             self.writer.add_scalar(f"time/{phase}", seconds, global_step)
-        if callable(state):  # (a function: what a checkpoint would keep, read at each end)
-            state = state()
         self._check_finite(iteration, state)
         self.iteration = iteration
         self.iteration_s = time.time() - self._lap_start + self.laps_s
