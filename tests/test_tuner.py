@@ -650,7 +650,7 @@ def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
     script.write_text(
         FAILING_SCRIPT.replace(
             "import sys\n",
-            "import sys\n\nfrom cleanrl_utils.checks.args import check_envpool_atari_id\n",
+            "import sys\n\nfrom cleanrl_utils.checks.env_ids import check_envpool_atari_id\n",
         )
     )
     flags, problems = probe_script(sys.executable, str(script), ["Breakout-v5", "Breakot-v5"])
