@@ -44,53 +44,50 @@ from cleanrl_utils.checks.args import parse_args as parse_flags
 from cleanrl_utils.cli.errors import RunError, entry_point, fail
 
 
-class UsageError(RunError):
-    """Bad command-line input: reported as one `error:` line, exit code 2, before any work."""
-
-
 def script_name(text: str) -> str:
     """`ppo_atari`, `ppo_atari.py` and `cleanrl/ppo_atari.py` all name `ppo_atari`."""
     name = Path(text).name.removesuffix(".py")
     if name not in KINDS:
-        raise UsageError(f"unknown script {text!r}; the scripts are: {', '.join(KINDS)}")
+        raise RunError(f"unknown script {text!r}; the scripts are: {', '.join(KINDS)}")
     return name
 
 
 def parse_args(argv: list[str]) -> tuple[Args, Sizes]:
-    """The command line, checked; raises UsageError on bad input."""
+    """The command line, checked; bad input raises `RunError` (one `error:` line, exit code 2,
+    before any work)."""
     args = parse_flags(Args, argv)  # (a malformed command line: one `error:` line, exit 2)
     if not args.scripts:
-        raise UsageError("--scripts needs at least one script")
+        raise RunError("--scripts needs at least one script")
     args.scripts = [script_name(s) for s in args.scripts]
     if len(set(args.scripts)) < len(args.scripts):
-        raise UsageError(f"--scripts names a script twice: {' '.join(args.scripts)}")
+        raise RunError(f"--scripts names a script twice: {' '.join(args.scripts)}")
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", args.game) or "NoFrameskip" in args.game:
-        raise UsageError(f"--game takes a game's name like Breakout or Pong, got {args.game!r}")
+        raise RunError(f"--game takes a game's name like Breakout or Pong, got {args.game!r}")
     for name in ("iterations", "burn_in", "repeats", "bound_steps", "bound_iterations"):
         if getattr(args, name) < 1:
             flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} must be at least 1, got {getattr(args, name)}")
+            raise RunError(f"{flag} must be at least 1, got {getattr(args, name)}")
     try:
         extra = shlex.split(args.extra_args)
     except ValueError as e:
-        raise UsageError(f"--extra-args cannot be split into flags: {e}") from None
+        raise RunError(f"--extra-args cannot be split into flags: {e}") from None
     try:
         sizes, _ = script_flags(extra, Sizes)
     except ValueError as e:
-        raise UsageError(f"--extra-args: {e}") from None
+        raise RunError(f"--extra-args: {e}") from None
     for name, value in vars(sizes).items():
         if value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")
+            raise RunError(f"--{name.replace('_', '-')} in --extra-args must be at least 1")
     if args.nproc < 1 or sizes.num_envs % args.nproc:
-        raise UsageError(f"--nproc {args.nproc} does not divide the {sizes.num_envs} envs")
+        raise RunError(f"--nproc {args.nproc} does not divide the {sizes.num_envs} envs")
     if sizes.minibatch_size < 1:
-        raise UsageError("--num-minibatches in --extra-args is larger than the batch")
+        raise RunError("--num-minibatches in --extra-args is larger than the batch")
     if args.baseline is not None:
         missing = [
             s for s in args.scripts if not (Path(args.baseline) / "cleanrl" / f"{s}.py").is_file()
         ]
         if missing:
-            raise UsageError(f"--baseline {args.baseline} has no cleanrl/{missing[0]}.py")
+            raise RunError(f"--baseline {args.baseline} has no cleanrl/{missing[0]}.py")
     return args, sizes
 
 

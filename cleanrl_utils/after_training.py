@@ -112,8 +112,9 @@ def videos_held(video_dir: str, evaluation_games: int) -> str:
 
 
 def push_after_training(run, episodic_returns: list[float], video_dir: str | None) -> None:
-    """`--upload-model`: pushes the finished run. A failure closes the run (its model and logs
-    stay on disk) and exits with one line that says how to push it again."""
+    """`--upload-model`: pushes the finished run. A failure of the Hub (`PushError`) closes the
+    run (its model and logs stay on disk) and exits with one line that says how to push it
+    again."""
     run.writer.flush()  # the event file holds the evaluation
     entity = run.args.hf_entity
     try:

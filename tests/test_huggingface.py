@@ -288,6 +288,37 @@ def test_a_5xx_is_retried_and_then_the_folder_arrives(hub, monkeypatch, tmp_path
     assert error.value.code == 2 and "refused" in str(error.value)
 
 
+def test_only_the_hubs_failure_is_said_with_what_became_of_the_run(tmp_path, monkeypatch, capsys):
+    """`PushError` is the one `RunError` of `push_run` that its callers catch: the Hub's failure
+    ends with what became of the run; a run folder it cannot push is said as it is."""
+    import json
+
+    from cleanrl_utils.cli.errors import FAILED, fail
+    from cleanrl_utils.huggingface import push
+
+    run = tmp_path / "runs" / "Breakout-v5__ppo__1__1700000000"
+    run.mkdir(parents=True)
+    args = {"env_id": "Breakout-v5", "exp_name": "ppo", "seed": 1}
+    (run / "config.json").write_text(json.dumps({"args": args}))
+    argv = [str(run), "--dry-run", "--output-dir", str(tmp_path / "repo")]
+
+    def hub_fails(*args, **kwargs):
+        raise push.PushError("the push to the Hub failed (HTTP 500)", FAILED)
+
+    def folder_refused(*args, **kwargs):
+        fail(f"{run} has no evaluation")
+
+    for push_run, code, line in [
+        (hub_fails, 1, f"error: the push to the Hub failed (HTTP 500); nothing changed in {run}"),
+        (folder_refused, 2, f"error: {run} has no evaluation"),
+    ]:
+        monkeypatch.setattr(push, "push_run", push_run)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            push.main(argv)
+        assert (exit_info.value.code, capsys.readouterr().err) == (code, f"{line}\n")
+
+
 def refused_by_run(capsys, tmp_path, script: str, **flags) -> str:
     """The one `error:` line with which `Run` (a script's first call after parsing its flags)
     rejects `flags`, with exit code 2, having made nothing on disk."""

@@ -14,6 +14,7 @@ import sys
 import pytest
 from scripts_testing import REPO_ROOT, describe, finish_script, run_script, start_script
 
+from cleanrl_utils.cli.errors import RunError
 from cleanrl_utils.cli.progress import Progress
 
 BENCHMARK = REPO_ROOT / "benchmark" / "throughput.py"
@@ -353,7 +354,7 @@ def test_failing_script_shows_its_output_and_exits_non_zero(tmp_path):
 
 
 def test_baseline_must_be_a_checkout_with_the_scripts(tmp_path):
-    with pytest.raises(tp.UsageError, match="has no cleanrl/ppo_atari_envpool.py"):
+    with pytest.raises(RunError, match="has no cleanrl/ppo_atari_envpool.py"):
         tp.parse_args(["--scripts", "ppo_atari_envpool", "--baseline", str(tmp_path)])
     args, _ = tp.parse_args(
         ["--scripts", "ppo_atari_envpool", "--baseline", str(measure.REPO_ROOT)]

@@ -29,7 +29,7 @@ from scripts_testing import (
 
 optuna = pytest.importorskip("optuna")
 
-from cleanrl_utils.cli.errors import entry_point  # noqa: E402
+from cleanrl_utils.cli.errors import RunError, entry_point  # noqa: E402
 from cleanrl_utils.files.state_file import list_checkpoints  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
@@ -644,13 +644,13 @@ def test_the_flags_read_from_a_script_s_args_are_the_ones_its_help_lists(script,
 def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
     """The probe imports the script (its `__main__` block does not run) and asks its `Args` and
     its env id check; a script it cannot import, or without `Args`, is one line."""
-    from cleanrl_utils.tuner.space import SpaceError, probe_script
+    from cleanrl_utils.tuner.space import probe_script
 
     script = tmp_path / "ok.py"
     script.write_text(
         FAILING_SCRIPT.replace(
             "import sys\n",
-            "import sys\n\nfrom cleanrl_utils.checks.args import check_envpool_atari_id\n",
+            "import sys\n\nfrom cleanrl_utils.checks.env_ids import check_envpool_atari_id\n",
         )
     )
     flags, problems = probe_script(sys.executable, str(script), ["Breakout-v5", "Breakot-v5"])
@@ -660,14 +660,14 @@ def test_the_probe_asks_the_script_and_says_why_it_cannot(tmp_path):
         "BankHeist-v5, Backgammon-v5?"
     ]
     (tmp_path / "no_args.py").write_text("import sys\n")
-    with pytest.raises(SpaceError) as error:
+    with pytest.raises(RunError) as error:
         probe_script(sys.executable, str(tmp_path / "no_args.py"), [])
     assert str(error.value) == (
         f"cannot read the flags of {tmp_path / 'no_args.py'}: it defines no `Args` dataclass "
         "(the flags the tuner checks against)"
     )
     (tmp_path / "broken.py").write_text("import no_such_module_here\n")
-    with pytest.raises(SpaceError) as error:
+    with pytest.raises(RunError) as error:
         probe_script(sys.executable, str(tmp_path / "broken.py"), [])
     assert str(error.value) == (
         f"cannot read the flags of {tmp_path / 'broken.py'} (importing it failed): "
@@ -726,7 +726,7 @@ def test_a_study_name_that_is_a_path_and_a_missing_search_space_are_one_error_li
     assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "esc").exists()
     tuner = Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="s" * 88, env_ids=["x"])
     assert len(trial_exp_name(tuner.settings.run_prefix, 999_999)) == 100  # the longest allowed
-    with pytest.raises(ValueError, match="at most 88 characters"):
+    with pytest.raises(RunError, match="at most 88 characters"):
         Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="s" * 89, env_ids=["x"])
     # a leading `.` (a hidden folder) or `-` (a flag) of a study name is left out of exp names
     tuner = Tuner(str(PPO_ATARI_ENVPOOL), params_fn=dict, study_name="_.x y", env_ids=["x"])
@@ -854,7 +854,7 @@ def test_a_tuner_file_whose_search_space_sets_no_flag_is_refused(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "diverges.py"
     script.write_text(FAILING_SCRIPT)
-    with pytest.raises(ValueError, match="no search space"):
+    with pytest.raises(RunError, match="no search space"):
         Tuner(script=str(script), env_ids=["Breakout-v5"])
     tuner = Tuner(script=str(script), params_fn=lambda trial: {}, env_ids=["Breakout-v5"])
     with pytest.raises(SystemExit) as exit_, entry_point():
@@ -1026,10 +1026,9 @@ def full_disk(tmp_path):
 def test_a_storage_on_a_full_disk_is_exit_74(full_disk, storage):
     """It was exit 2, as bad input; a full disk is 74, as everywhere else."""
     from cleanrl_utils.cli.errors import DISK_EXIT
-    from cleanrl_utils.tuner.state import TunerError
     from cleanrl_utils.tuner.study import open_study_in
 
-    with pytest.raises(TunerError) as error:
+    with pytest.raises(RunError) as error:
         open_study_in(storage.format(full_disk), "s", "maximize")
     assert error.value.code == DISK_EXIT, error.value
     assert "disk" in str(error.value) or "ENOSPC" in str(error.value), error.value
@@ -1038,9 +1037,9 @@ def test_a_storage_on_a_full_disk_is_exit_74(full_disk, storage):
 @pytest.mark.parametrize("storage", ["sqlite:////dev/full/x.db", "journal:/dev/full/x.log"])
 def test_a_storage_whose_folder_is_not_a_folder_says_so(storage):
     """`/dev/full` exists: it was said not to."""
-    from cleanrl_utils.tuner.storage import StorageError, check_storage
+    from cleanrl_utils.tuner.storage import check_storage
 
-    with pytest.raises(StorageError) as error:
+    with pytest.raises(RunError) as error:
         check_storage(storage)
     assert ": /dev/full is not a folder, so it cannot hold the " in str(error.value)
     assert error.value.code == 2

@@ -23,7 +23,7 @@ import tyro
 
 from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.checks.hub import hub_problem, repo_name
-from cleanrl_utils.cli.errors import USAGE_ERROR, entry_point, fail
+from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, RunError, entry_point, fail
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -31,10 +31,11 @@ REFUSED_STATUS = {401, 403, 404}
 NETWORK_MODULES = ("httpx", "httpcore", "requests", "urllib3", "http.client", "socket", "ssl")
 
 
-class PushError(Exception):
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
+class PushError(RunError):
+    """The Hub's refusal or failure of a push (`hub_call`): a `RunError` of its own because the
+    callers of `push_run` catch it, and only it, to add where the run is and how to push it
+    again (after training, once the run is closed finished); `push_run`'s other `RunError`s (a
+    run folder it cannot make a repository of) are said as they are."""
 
 
 def status_of(exc: Exception) -> int | None:
@@ -62,8 +63,9 @@ def one_line(exc: Exception) -> str:
 
 
 def hub_call(call, where: str, retries: int, retry_wait: float):
-    """`call()`, retried after a transient failure; `PushError` (message, exit code) when it
-    fails for good. `where`: what the messages call the Hub or the repository."""
+    """`call()`, retried after a transient failure; `PushError` (its message, exit code 2 for a
+    refusal, else 1) when it fails for good. `where`: what the messages call the Hub or the
+    repository."""
     for attempt in range(retries + 1):
         try:
             return call()
@@ -85,7 +87,9 @@ def hub_call(call, where: str, retries: int, retry_wait: float):
                     USAGE_ERROR,
                 ) from None
             tries = f" after {attempt + 1} tries" if attempt else ""
-            raise PushError(f"the push to {where} failed{tries} ({one_line(exc)})", 1) from None
+            raise PushError(
+                f"the push to {where} failed{tries} ({one_line(exc)})", FAILED
+            ) from None
     raise AssertionError("unreachable")
 
 
@@ -116,7 +120,8 @@ def push_run(
 ) -> str:
     """Builds the run's repository folder (in `output_dir`, kept, or a temporary folder) and
     pushes it (not with `dry_run`) to `entity` (None: the token's user); returns the
-    repository's URL, or the folder's path with `dry_run`. Raises `PushError`."""
+    repository's URL, or the folder's path with `dry_run`. Raises `PushError` when the Hub
+    refuses or fails, `RunError` when the run folder cannot be pushed."""
     args = run_config(Path(run_dir))["args"]
     if entity is None and not dry_run:
         from huggingface_hub import HfApi

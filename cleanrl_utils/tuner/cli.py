@@ -130,7 +130,6 @@ def make_tuner(args: Args):
     import optuna
 
     from cleanrl_utils.tuner.space import parse_space, space_params_fn
-    from cleanrl_utils.tuner.state import one_error_line
     from cleanrl_utils.tuner.study import Tuner
 
     if not args.param:
@@ -138,8 +137,7 @@ def make_tuner(args: Args):
             "no --param: every trial would run the script's defaults again; give the search "
             "space, one --param NAME=KIND:ARGS per flag (e.g. --param learning-rate=loguniform:1e-4:1e-3)"
         )
-    with one_error_line():
-        params = parse_space(args.param)
+    params = parse_space(args.param)
     for name in ("num_trials", "num_seeds", "workers", "metric_last_n_average_window"):
         if getattr(args, name) <= 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -172,27 +170,26 @@ def make_tuner(args: Args):
     else:
         pruner = optuna.pruners.NopPruner()
     study_name = args.study_name or args.script.rstrip("/").rpartition("/")[2].removesuffix(".py")
-    with one_error_line():
-        return Tuner(
-            script=args.script,
-            metric=args.metric,
-            params_fn=space_params_fn(params),
-            direction=args.direction,
-            aggregation_type=args.aggregation,
-            metric_last_n_average_window=args.metric_last_n_average_window,
-            sampler=sampler,
-            pruner=pruner,
-            storage=args.storage,
-            study_name=study_name,
-            env_ids=args.env_ids,
-            script_args=script_args,
-            normalization=args.normalization,
-            workers=args.workers,
-            threads_per_run=args.threads_per_run,
-            pruning_marks=args.pruning_marks,
-            start_seed=args.start_seed,
-            log_dir=args.log_dir,
-        )
+    return Tuner(
+        script=args.script,
+        metric=args.metric,
+        params_fn=space_params_fn(params),
+        direction=args.direction,
+        aggregation_type=args.aggregation,
+        metric_last_n_average_window=args.metric_last_n_average_window,
+        sampler=sampler,
+        pruner=pruner,
+        storage=args.storage,
+        study_name=study_name,
+        env_ids=args.env_ids,
+        script_args=script_args,
+        normalization=args.normalization,
+        workers=args.workers,
+        threads_per_run=args.threads_per_run,
+        pruning_marks=args.pruning_marks,
+        start_seed=args.start_seed,
+        log_dir=args.log_dir,
+    )
 
 
 @entry_point()

@@ -2,8 +2,8 @@
 script before any trial, in one process of the script's interpreter, so that its imports (torch,
 EnvPool) load once. It imports the script (not as `__main__`: nothing runs) and asks it: the flags
 of its `Args` dataclass, as tyro spells them (`args_flags`), and, for each env id, what the
-script's own env id check says of it (the `check_*_id` of `cleanrl_utils.checks.args` that the script
-imports, through its problem function, `env_ids.ENV_ID_PROBLEMS`). Prints one line
+script's own env id check says of it (the `check_*_id` of `cleanrl_utils.checks.env_ids` that
+the script imports, through its problem function, `ENV_ID_PROBLEMS` there). Prints one line
 `MARK{"flags": [...], "env_problems": [...]}`, or `MARK{"error": ...}` when the script has no
 `Args` dataclass (see `space.probe_script`, which runs it)."""
 
@@ -13,6 +13,8 @@ import dataclasses
 import importlib.util
 import json
 import sys
+
+from cleanrl_utils.checks import env_ids as env_id_checks
 
 MARK = "@@cleanrl-tuner-probe@@"
 
@@ -44,7 +46,9 @@ def env_problems(module, env_ids: list[str]) -> list[str]:
     """What the script's env id check says of the ids it would refuse (its `error:` lines,
     without `error: `)."""
     imported = set(map(id, vars(module).values()))
-    asked = [problem for check, problem in env_ids.ENV_ID_PROBLEMS.items() if id(check) in imported]
+    asked = [
+        problem for check, problem in env_id_checks.ENV_ID_PROBLEMS.items() if id(check) in imported
+    ]
     return [p for env_id in env_ids for ask in asked if (p := ask(env_id)) is not None]
 
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cleanrl_utils.cli.errors import RunError
 from cleanrl_utils.tuner.probe import MARK
-from cleanrl_utils.tuner.state import TunerError
 
 KINDS = {
     "uniform": "uniform:LOW:HIGH, a float drawn uniformly",
@@ -23,10 +23,6 @@ KINDS = {
 }
 # set by the tuner for every run: not tunable, not allowed among the fixed flags
 TUNER_FLAGS = ("env-id", "seed", "exp-name", "resume")
-
-
-class SpaceError(TunerError):
-    """A search space or flag that cannot be used; the message is the `error:` line."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +46,21 @@ class Param:
 
 
 def parse_param(text: str) -> Param:
-    """`learning-rate=loguniform:1e-5:1e-3` -> Param. Raises SpaceError saying what is wrong."""
+    """`learning-rate=loguniform:1e-5:1e-3` -> Param. Raises `RunError` saying what is wrong."""
     name, sep, spec = text.partition("=")
     name = name.strip().removeprefix("--")
     kind, _, rest = spec.partition(":")
     if not sep or not name or kind not in KINDS:
-        raise SpaceError(
+        raise RunError(
             f"--param {text!r}: expected NAME=KIND:ARGS with KIND one of {', '.join(KINDS)} "
             "(e.g. learning-rate=loguniform:1e-5:1e-3, num-minibatches=categorical:2,4,8)"
         )
     if kind == "categorical":
         choices = tuple(c.strip() for c in rest.split(",") if c.strip())
         if not choices:
-            raise SpaceError(f"--param {text!r}: the categorical range is empty (no values)")
+            raise RunError(f"--param {text!r}: the categorical range is empty (no values)")
         if len(set(choices)) < len(choices):
-            raise SpaceError(f"--param {text!r}: a categorical value is repeated")
+            raise RunError(f"--param {text!r}: a categorical value is repeated")
         return Param(name, kind, choices=choices)
     bounds = rest.split(":")
     try:
@@ -73,13 +69,13 @@ def parse_param(text: str) -> Param:
         low, high = (int(b) if kind in ("int", "logint") else float(b) for b in bounds)
     except ValueError:
         number = "integers" if kind in ("int", "logint") else "numbers"
-        raise SpaceError(f"--param {text!r}: expected {KINDS[kind]} (two {number})") from None
+        raise RunError(f"--param {text!r}: expected {KINDS[kind]} (two {number})") from None
     if not (math.isfinite(low) and math.isfinite(high)):
-        raise SpaceError(f"--param {text!r}: the bounds must be finite")
+        raise RunError(f"--param {text!r}: the bounds must be finite")
     if low > high:
-        raise SpaceError(f"--param {text!r}: the range is empty (low {low} > high {high})")
+        raise RunError(f"--param {text!r}: the range is empty (low {low} > high {high})")
     if kind in ("loguniform", "logint") and low <= 0:
-        raise SpaceError(f"--param {text!r}: a log scale needs low > 0, got {low}")
+        raise RunError(f"--param {text!r}: a log scale needs low > 0, got {low}")
     return Param(name, kind, float(low), float(high))
 
 
@@ -88,7 +84,7 @@ def parse_space(texts: list[str]) -> list[Param]:
     names = [p.name.replace("_", "-") for p in params]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise SpaceError(f"--param {', '.join(repeated)} given more than once")
+        raise RunError(f"--param {', '.join(repeated)} given more than once")
     return params
 
 
@@ -104,10 +100,10 @@ def space_params_fn(params: list[Param]) -> Callable:
 def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float = 300.0):
     """The flags of the script's `Args` (without the dashes, as tyro spells them), and the env
     ids the script would refuse with their `error:` messages, from one process of `python`
-    running `cleanrl_utils.tuner.probe`, which imports the script. Raises SpaceError when the
+    running `cleanrl_utils.tuner.probe`, which imports the script. Raises `RunError` when the
     script cannot be read (no such file, an import error, no `Args` dataclass)."""
     if not Path(script).is_file():
-        raise SpaceError(f"no such script: {script}")
+        raise RunError(f"no such script: {script}")
     try:
         out = subprocess.run(
             [python, "-m", "cleanrl_utils.tuner.probe", script, *env_ids],
@@ -117,7 +113,7 @@ def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float 
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError) as e:
-        raise SpaceError(f"cannot read the flags of {script}: {e}") from None
+        raise RunError(f"cannot read the flags of {script}: {e}") from None
     _, _, tail = out.stdout.rpartition(MARK)
     try:
         result = json.loads(tail.strip().splitlines()[0])
@@ -125,9 +121,9 @@ def probe_script(python: str, script: str, env_ids: list[str], timeout_s: float 
         result = None
     if out.returncode != 0 or result is None:
         last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["(no output)"]
-        raise SpaceError(f"cannot read the flags of {script} (importing it failed): {last[0]}")
+        raise RunError(f"cannot read the flags of {script} (importing it failed): {last[0]}")
     if "error" in result:
-        raise SpaceError(f"cannot read the flags of {script}: {result['error']}")
+        raise RunError(f"cannot read the flags of {script}: {result['error']}")
     return set(result["flags"]), result["env_problems"]
 
 
@@ -141,11 +137,11 @@ def check_flags(keys, known: set[str], script: str, what: str) -> None:
     for key in keys:
         name = flag_name(key)
         if name in TUNER_FLAGS:
-            raise SpaceError(f"{what} --{name}: the tuner sets it for every run")
+            raise RunError(f"{what} --{name}: the tuner sets it for every run")
         if name not in known:
             close = sorted(k for k in known if k.replace("-", "") == name.replace("-", ""))
             hint = f"; did you mean --{close[0]}?" if close else ""
-            raise SpaceError(f"{what} --{name} is not a flag of {script} (see its --help){hint}")
+            raise RunError(f"{what} --{name} is not a flag of {script} (see its --help){hint}")
 
 
 def as_flags(params: Mapping, known: set[str] | None = None) -> list[str]:

@@ -2,42 +2,20 @@
 
 - `Settings`: what a trial and the results need of their tuner, one frozen value passed down;
 - `TrialRecord` and `RunRecord`: a trial's record in the study, kept as Optuna user attributes;
-  their names and their conversion to and from those attributes are here and nowhere else;
-- `TunerError`: bad input. The tuner's parts raise it; its entry points (`Tuner.check`,
-  `Tuner.tune`, the command line) turn it into one `error:` line and its exit code
-  (`one_error_line`); `Tuner(...)` raises it as it is (a ValueError).
+  their names and their conversion to and from those attributes are here and nowhere else.
+
+Bad input is a `RunError` (`cleanrl_utils.cli.errors`), as everywhere in the package.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cleanrl_utils.cli.errors import USAGE_ERROR, fail
 from cleanrl_utils.files.sweeps import sweep_id
 from cleanrl_utils.tuner.scores import Normalizer
-
-
-class TunerError(ValueError):
-    """Bad input: the message is the `error:` line, `code` the exit code (2, or 74 for a log
-    folder that cannot take files)."""
-
-    def __init__(self, message: str, code: int = USAGE_ERROR):
-        super().__init__(message)
-        self.code = code
-
-
-@contextlib.contextmanager
-def one_error_line():
-    """An entry point of the tuner: a `TunerError` inside ends the process with its one `error:`
-    line and its exit code, no traceback."""
-    try:
-        yield
-    except TunerError as e:
-        fail(str(e), e.code)
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import DISK_EXIT
+from cleanrl_utils.cli.errors import DISK_EXIT, RunError
 from cleanrl_utils.cli.output import cause
-from cleanrl_utils.tuner.state import TunerError
 
 # SQLite's primary result codes of a write the file system refused (extended codes add bits)
 SQLITE_DISK_CODES = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN)
-
-
-class StorageError(TunerError):
-    """A storage that cannot be opened; the message is the `error:` line, `code` the exit code
-    (2, or `DISK_EXIT` for a file storage the disk refuses)."""
 
 
 def disk_cause(exc: BaseException) -> str | None:
@@ -40,15 +34,15 @@ def disk_cause(exc: BaseException) -> str | None:
     return None
 
 
-def folder_missing(text: str, folder: Path, kind: str) -> StorageError:
+def folder_missing(text: str, folder: Path, kind: str) -> RunError:
     """The error of a file storage (`kind`: journal, database) whose folder is not one: missing,
     or something else (a file, a device) in its place."""
     if folder.exists() or folder.is_symlink():
-        return StorageError(
+        return RunError(
             f"--storage {text}: {folder} is not a folder, so it cannot hold the {kind} file"
         )
     what = "the journal's folder" if kind == "journal" else "the folder"
-    return StorageError(f"--storage {text}: {what} {folder} does not exist")
+    return RunError(f"--storage {text}: {what} {folder} does not exist")
 
 
 def journal_path(text: str) -> str | None:
@@ -61,12 +55,12 @@ def journal_path(text: str) -> str | None:
 
 
 def check_folder(text: str) -> bool:
-    """A file storage's folder (a journal's, a SQLite database's) exists, or StorageError; True
+    """A file storage's folder (a journal's, a SQLite database's) exists, or `RunError`; True
     for a file storage, False for a database server."""
     path = journal_path(text)
     if path is not None:
         if not path:
-            raise StorageError(f"--storage {text}: names no journal file")
+            raise RunError(f"--storage {text}: names no journal file")
         if not Path(path).parent.is_dir():
             raise folder_missing(text, Path(path).parent, "journal")
         return True
@@ -92,7 +86,7 @@ def sqlite_url(text: str) -> str:
         return text
     if text.endswith((".db", ".sqlite", ".sqlite3")):
         return f"sqlite:///{text}"
-    raise StorageError(
+    raise RunError(
         f"--storage {text}: not a storage (an RDB URL such as sqlite:///tuner.db or "
         "postgresql://user@host/db, or a journal file PATH.log or journal:PATH)"
     )
@@ -100,7 +94,8 @@ def sqlite_url(text: str) -> str:
 
 def open_storage(text: str):
     """The Optuna storage of `text`, connected: a URL that cannot be reached, a driver that is
-    not installed or a folder that does not exist raise StorageError."""
+    not installed or a folder that does not exist raise `RunError` (exit code 2, or `DISK_EXIT`
+    for a file storage the disk refuses)."""
     import optuna
 
     check_folder(text)
@@ -113,7 +108,7 @@ def open_storage(text: str):
             # an open lock works on NFS too, where symlinks may not be atomic
             return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
         except OSError as e:
-            raise StorageError(
+            raise RunError(
                 f"--storage {text}: cannot open the journal: {cause(e)}", DISK_EXIT
             ) from None
     text = sqlite_url(text)
@@ -122,11 +117,11 @@ def open_storage(text: str):
             text, engine_kwargs={"pool_pre_ping": True}, skip_compatibility_check=False
         )
     except ModuleNotFoundError as e:
-        raise StorageError(
+        raise RunError(
             f"--storage {text}: needs the database driver {e.name!r} (pip install it)"
         ) from None
     except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors: unreachable, refused, bad URL)
         if (why := disk_cause(e)) is not None:
-            raise StorageError(f"--storage {text}: cannot write there: {why}", DISK_EXIT) from None
+            raise RunError(f"--storage {text}: cannot write there: {why}", DISK_EXIT) from None
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise StorageError(f"--storage {text}: cannot connect: {first}") from None
+        raise RunError(f"--storage {text}: cannot connect: {first}") from None

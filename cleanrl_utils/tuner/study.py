@@ -26,13 +26,7 @@ from cleanrl_utils.files.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
 from cleanrl_utils.tuner.scores import AGGREGATIONS, ESTIMATES, Normalizer, aggregation_words
 from cleanrl_utils.tuner.space import as_flags, check_flags, fixed_flag_names, probe_script
-from cleanrl_utils.tuner.state import (
-    RunRecord,
-    Settings,
-    TrialRecord,
-    TunerError,
-    one_error_line,
-)
+from cleanrl_utils.tuner.state import RunRecord, Settings, TrialRecord
 from cleanrl_utils.tuner.storage import check_storage, disk_cause, open_storage
 from cleanrl_utils.tuner.trials import TrialRun, new_run_dir, stop_orphan, trial_exp_name
 
@@ -91,14 +85,14 @@ def open_study(storage, study_name: str, direction: str, sampler=None, pruner=No
 
 def open_study_in(storage_text: str, study_name: str, direction: str, sampler=None, pruner=None):
     """`open_study` in the storage `--storage` names (`open_storage`); one that cannot take the
-    study raises `TunerError`: with `DISK_EXIT` when the file system refused the write (a full
+    study raises `RunError`: with `DISK_EXIT` when the file system refused the write (a full
     disk, read-only), else 2."""
     storage = open_storage(storage_text)
     try:
         return open_study(storage, study_name, direction, sampler, pruner)
     except Exception as e:  # noqa: BLE001 (a storage error of any backend)
         why = disk_cause(e)
-        raise TunerError(
+        raise RunError(
             f"cannot create or load the study {study_name!r} in {storage_text}: "
             f"{e if why is None else why}",
             USAGE_ERROR if why is None else DISK_EXIT,
@@ -168,22 +162,22 @@ class Tuner:
         usable CPUs // workers); `pruning_marks` (intermediate values per run, at equal shares
         of its budget, and one after each run but the last; 0: none, so nothing is pruned);
         `start_seed`; `log_dir` (the runs' logs and
-        the results); `python` (the interpreter of the runs). Bad settings raise `TunerError`
-        (a ValueError) with the reason."""
+        the results); `python` (the interpreter of the runs). Bad settings raise `RunError`
+        (`cleanrl_utils.cli.errors`: its `error:` line and exit code 2) with the reason."""
         if params_fn is None:
-            raise TunerError("no search space (params_fn): every trial would run the same flags")
+            raise RunError("no search space (params_fn): every trial would run the same flags")
         if direction not in ("maximize", "minimize"):
-            raise TunerError(f"direction must be maximize or minimize, got {direction!r}")
+            raise RunError(f"direction must be maximize or minimize, got {direction!r}")
         if aggregation_type not in (*AGGREGATIONS, *ESTIMATES):
-            raise TunerError(
+            raise RunError(
                 f"unknown aggregation type {aggregation_type!r} "
                 f"(one of {', '.join((*AGGREGATIONS, *ESTIMATES))})"
             )
         if metric_last_n_average_window <= 0:
-            raise TunerError("metric_last_n_average_window must be positive")
+            raise RunError("metric_last_n_average_window must be positive")
         study_name = study_name or f"tuner_{int(time.time())}"
         if not STUDY_NAME.fullmatch(study_name):
-            raise TunerError(
+            raise RunError(
                 f"the study name {study_name!r} cannot name its log folder: 1 to 100 "
                 "characters, only letters, digits, '.', '_', '-' and spaces, not starting with '.'"
             )
@@ -192,27 +186,27 @@ class Tuner:
         longest = trial_exp_name(run_prefix, LAST_TRIAL)
         if name_problem(longest, "x") is not None:  # else every run would refuse its exp name
             room = EXP_NAME_LIMIT - len(trial_exp_name("", LAST_TRIAL))
-            raise TunerError(
+            raise RunError(
                 f"the study name {study_name!r} leaves no room for its trials' exp names "
                 f"(`{longest}`, over {EXP_NAME_LIMIT} characters): at most {room} characters"
             )
         target_scores = dict(target_scores or {})
         env_ids = list(env_ids) if env_ids else list(target_scores)
         if not env_ids:
-            raise TunerError("no env ids: give env_ids or target_scores")
+            raise RunError("no env ids: give env_ids or target_scores")
         if len(set(env_ids)) < len(env_ids):
-            raise TunerError(f"env ids repeated: {env_ids}")
+            raise RunError(f"env ids repeated: {env_ids}")
         try:
             normalizer = Normalizer.make(env_ids, target_scores, normalization)
             if aggregation_type in ESTIMATES:
                 normalizer = normalizer.for_estimate(aggregation_type)
         except ValueError as e:
-            raise TunerError(str(e)) from None
+            raise RunError(str(e)) from None
         script_args = script_args.split() if isinstance(script_args, str) else list(script_args)
         wandb_kwargs = dict(wandb_kwargs or {})
         unknown = set(wandb_kwargs) - {"project", "entity"}
         if unknown:
-            raise TunerError(f"wandb_kwargs: only project and entity are passed on, not {unknown}")
+            raise RunError(f"wandb_kwargs: only project and entity are passed on, not {unknown}")
         if wandb_kwargs:
             script_args += ["--track"]
             if "project" in wandb_kwargs:
@@ -220,11 +214,11 @@ class Tuner:
             if "entity" in wandb_kwargs:
                 script_args += ["--wandb-entity", str(wandb_kwargs["entity"])]
         if workers <= 0:
-            raise TunerError(f"workers must be positive, got {workers}")
+            raise RunError(f"workers must be positive, got {workers}")
         if threads_per_run is not None and threads_per_run <= 0:
-            raise TunerError(f"threads_per_run must be positive, got {threads_per_run}")
+            raise RunError(f"threads_per_run must be positive, got {threads_per_run}")
         if pruning_marks < 0:
-            raise TunerError(f"pruning_marks must not be negative, got {pruning_marks}")
+            raise RunError(f"pruning_marks must not be negative, got {pruning_marks}")
         self.params_fn = params_fn
         self.sampler = sampler
         self.pruner = pruner
@@ -261,30 +255,25 @@ class Tuner:
         """Everything that can be wrong before a trial starts: the log folder (exit code 74 when
         it cannot take files), the script's flags (the fixed ones and the search space's,
         against its `Args`), the env ids (the script's own check), the storage (opened last: a
-        new SQLite file is made only then; 74 when the disk refuses it). Ends the process with
-        one `error:` line and exit code 2. Returns the study."""
-        with one_error_line():
-            return self.prepare()
-
-    def prepare(self) -> TunerStudy:
-        """`check`, raising `TunerError` where `check` ends the process."""
+        new SQLite file is made only then; 74 when the disk refuses it). Raises `RunError`: one
+        `error:` line and exit code 2 (or 74) at the entry point. Returns the study."""
         s = self.settings
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         problem = folder_problem(s.log_dir)
         if problem is not None:
-            raise TunerError(f"--log-dir {s.log_dir}: cannot write there: {problem}", DISK_EXIT)
+            raise RunError(f"--log-dir {s.log_dir}: cannot write there: {problem}", DISK_EXIT)
         check_storage(s.storage_text)  # (creates nothing)
         self.known_flags, env_problems = probe_script(s.python, s.script, list(s.env_ids))
         check_flags(fixed_flag_names(s.script_args), self.known_flags, s.script, "fixed flag")
         probe = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
         sampled = self.params_fn(probe)  # a throwaway trial: the flags the space will set
         if not sampled:
-            raise TunerError(
+            raise RunError(
                 "the search space is empty: every trial would run the script's defaults again"
             )
         check_flags(list(sampled), self.known_flags, s.script, "search space flag")
         if env_problems:
-            raise TunerError(env_problems[0])
+            raise RunError(env_problems[0])
         return open_study_in(s.storage_text, s.study_name, s.direction, self.sampler, self.pruner)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -294,14 +283,13 @@ class Tuner:
         trials stopped by Ctrl-C are resumed, not counted), `workers` at once; each trial runs
         every env id with `num_seeds` seeds. Returns the best trial (None if none completed).
         Ctrl-C (or SIGTERM) stops the running runs with a checkpoint and exits with 130; the
-        same call again continues the study. Bad input ends the process as `check` does."""
+        same call again continues the study. Bad input raises `RunError` as `check` does."""
         s = self.settings
-        with one_error_line():
-            if num_trials <= 0 or num_seeds <= 0:
-                raise TunerError(
-                    f"num_trials and num_seeds must be positive, got {num_trials} and {num_seeds}"
-                )
-            study = self.prepare()
+        if num_trials <= 0 or num_seeds <= 0:
+            raise RunError(
+                f"num_trials and num_seeds must be positive, got {num_trials} and {num_seeds}"
+            )
+        study = self.check()
         self.num_seeds = num_seeds
         me = worker_id()
         fresh_draws(study)
