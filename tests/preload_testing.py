@@ -5,10 +5,12 @@ again (about 3.5 CPU seconds a process, most of the suite's CPU on 2 cores). The
 idea as Android's zygote or `multiprocessing`'s forkserver, for `python SCRIPT ARGS` and
 `python -m MODULE ARGS`.
 
-What a script sees is what a new interpreter gives it: its argv, `__main__`, `sys.path[0]`, working
-folder, environment, standard streams, default signal handlers, and the interpreter's own exit
-(atexit, threads joined, a traceback and 1 for an uncaught exception, death by SIGINT for an
-uncaught KeyboardInterrupt). A test gets a `Popen`-like handle whose pid is the script's own, so
+What a script sees is what a new interpreter gives it: its argv and `sys.orig_argv` (so that
+`cleanrl_utils.entry` knows it for the program, and guards its output and records its stops),
+`__main__`, `sys.path[0]`, working folder, environment, standard streams, default signal handlers,
+and the interpreter's own exit (atexit, threads joined, a traceback and 1 for an uncaught
+exception, death by SIGINT for an uncaught KeyboardInterrupt); no interpreter option (`-u`: a new
+interpreter). A test gets a `Popen`-like handle whose pid is the script's own, so
 signals reach it as they would. What a preloaded library read from the environment when it was
 imported cannot change: a start whose environment differs from the server's in a variable those
 libraries read (`JAX_*`, `TORCH*`, `OMP_*`, ...) gets a new interpreter, as does every start when
@@ -73,6 +75,8 @@ def start(
     """Start `command` (`[sys.executable, SCRIPT, *ARGS]` or `[sys.executable, "-m", MODULE,
     *ARGS]`) from the preloaded interpreter, stdin from /dev/null, output to the given files; the
     first start starts the server, with `server_env`."""
+    if command[1].startswith("-") and command[1] != "-m":
+        raise ValueError(f"an interpreter option needs a new interpreter: {command}")
     server = _server(server_env)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(server.address)
@@ -243,6 +247,9 @@ def _become(request: dict, fds: list[int]) -> dict:
 def _run(argv: list[str]) -> None:
     import runpy
 
+    # (the command line as the interpreter got it: `cleanrl_utils.entry` looks there for the
+    # script run as the program)
+    sys.orig_argv = [sys.executable, *argv]
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # (run_module puts the module's file first)
         sys.path[0] = os.getcwd()

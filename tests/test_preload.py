@@ -86,6 +86,65 @@ def test_a_module_sees_a_new_interpreter(monkeypatch, tmp_path):
     assert shown["path0"] == str(tmp_path) and shown["main"] == ["json", "os", "signal", "sys"]
 
 
+# what `cleanrl_utils.entry` sets up, shown by a program that imports it first, as the scripts do
+ENTRY = """\
+import os, signal, sys
+import cleanrl_utils.entry
+handler = signal.getsignal(signal.SIGTERM)
+print(type(sys.stdout).__name__, type(sys.stderr).__name__)
+print(getattr(handler, "name", None) or f"{handler.__module__}.{handler.__qualname__}")
+print([os.path.relpath(a) if a.endswith(".py") else a for a in sys.orig_argv[1:]])
+"""
+
+
+def test_a_script_gets_the_entry_of_a_program(monkeypatch, tmp_path):
+    """The output guard and the recorded stops of a script run as a program
+    (`entry.run_as_a_program`, which reads `sys.orig_argv`), the same both ways."""
+    script = tmp_path / "entry_shown.py"
+    script.write_text(ENTRY)
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(monkeypatch, lambda: start_script(["a"], tmp_path, script=script))
+    )
+    assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout
+    assert fresh.stdout.splitlines() == [
+        "SafeStream SafeStream",
+        "cleanrl_utils.cli.signals._record_stop",
+        str(["entry_shown.py", "a"]),
+    ]
+
+
+def test_a_module_run_by_python_m_gets_no_entry(monkeypatch, tmp_path):
+    """`python -m MODULE` that imports a script's entry (a tool that imports a script for its
+    definitions) is not a script run as a program: plain streams, the default SIGTERM."""
+    (tmp_path / "entry_shown.py").write_text(ENTRY)
+    (tmp_path / "tool.py").write_text("import entry_shown\n")
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(monkeypatch, lambda: start_script(["a"], tmp_path, module="tool"))
+    )
+    assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout
+    assert fresh.stdout.splitlines() == [
+        "TextIOWrapper TextIOWrapper",
+        "SIG_DFL",
+        str(["-m", "tool", "a"]),
+    ]
+
+
+def test_a_script_imported_by_a_test_gets_no_entry(monkeypatch):
+    """This process (pytest's, which names test files on its command line) imports a script's
+    entry for its definitions: no output guard, no recorded stops."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # (entry installs its own hook)
+    import cleanrl_utils.entry
+    from cleanrl_utils.cli import output, signals
+
+    assert not cleanrl_utils.entry.run_as_a_program()
+    assert signal.getsignal(signal.SIGTERM) is not signals._record_stop
+    assert not isinstance(sys.stdout, output.SafeStream)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
 def test_signals_reach_the_script(monkeypatch, tmp_path, signum):
     script = tmp_path / "show.py"
