@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 
+import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks.args import check_ppo_args, parse_args
 from cleanrl_utils.checks.env_ids import check_gymnasium_atari_id

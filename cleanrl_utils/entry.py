@@ -29,13 +29,21 @@ extras.install()
 
 
 def run_as_a_program() -> bool:
-    """Whether the program Python runs is a script file (`python SCRIPT`, torchrun's `python -u
-    SCRIPT`), the one its `__main__` module is: not a tool or a test that imports a script for
-    its definitions (their `__main__` is their own), nor one that runs it with `runpy` (the
-    command line names no script)."""
+    """Whether the program Python runs is the script that imports this module: `__main__` is a
+    file named on the command line (`python SCRIPT`, torchrun's `python -u SCRIPT`; not a `-m`
+    tool, a notebook or pytest), and it imports this module itself, no other module being
+    imported around it (importlib marks each module it is executing with
+    `__spec__._initializing`), so `python tool.py` where the tool imports a script for its
+    definitions is not one."""
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     started = {os.path.realpath(a) for a in sys.orig_argv[1:] if a.endswith(".py")}
-    return main is not None and os.path.realpath(main) in started
+    if main is None or os.path.realpath(main) not in started:
+        return False
+    return not [
+        name
+        for name, module in list(sys.modules.items())
+        if name != __name__ and getattr(getattr(module, "__spec__", None), "_initializing", False)
+    ]
 
 
 if run_as_a_program():

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cleanrl_utils.entry  # noqa: F401 (first, as in the scripts)
 from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.cli.errors import entry_point
 from cleanrl_utils.run import Run

@@ -160,3 +160,26 @@ def test_capture_video_without_the_video_extra_is_refused_before_any_work(
     )
     assert not (tmp_path / "runs").exists()
     Run(Args(), "ppo_atari_envpool.py", runs_dir=str(tmp_path / "runs"))  # (no video: no need)
+
+
+def test_every_script_imports_the_entry_before_its_libraries():
+    """The scripts of `cleanrl/` (and the sweep's stand-in) import `cleanrl_utils.entry` before
+    any other package: the import that makes a missing extra one line, and a stop signal or a
+    lost stdout during the imports safe. (A linter sees the import as unused: it must stay.)"""
+    import ast
+
+    scripts = sorted((REPO_ROOT / "cleanrl").glob("ppo_*.py")) + [
+        REPO_ROOT / "tests" / "sweep_run.py"
+    ]
+    assert len(scripts) == 10
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    for script in scripts:
+        tree = ast.parse(script.read_text())
+        names = [
+            alias.name if isinstance(node, ast.Import) else node.module
+            for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in (node.names if isinstance(node, ast.Import) else node.names[:1])
+        ]
+        others = [n for n in names if n.split(".")[0] not in stdlib]
+        assert others and others[0] == "cleanrl_utils.entry", (script.name, others[:3])

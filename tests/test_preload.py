@@ -115,22 +115,24 @@ def test_a_script_gets_the_entry_of_a_program(monkeypatch, tmp_path):
     ]
 
 
-def test_a_module_run_by_python_m_gets_no_entry(monkeypatch, tmp_path):
-    """`python -m MODULE` that imports a script's entry (a tool that imports a script for its
-    definitions) is not a script run as a program: plain streams, the default SIGTERM."""
+@pytest.mark.parametrize("how", ["python -m tool", "python tool.py"])
+def test_a_tool_that_imports_a_script_gets_no_entry(monkeypatch, tmp_path, how):
+    """A program that imports a script for its definitions (`python -m tool`, or `python tool.py`
+    as the throughput benchmark runs: its file is on the command line, but the script is not
+    the program) gets plain streams and the default SIGTERM, both ways."""
     (tmp_path / "entry_shown.py").write_text(ENTRY)
     (tmp_path / "tool.py").write_text("import entry_shown\n")
+    where = (
+        dict(module="tool") if how.startswith("python -m") else dict(script=tmp_path / "tool.py")
+    )
     fresh, preloaded = (
         finish_script(proc)
-        for proc in both_ways(monkeypatch, lambda: start_script(["a"], tmp_path, module="tool"))
+        for proc in both_ways(monkeypatch, lambda: start_script(["a"], tmp_path, **where))
     )
     assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
     assert fresh.stdout == preloaded.stdout
-    assert fresh.stdout.splitlines() == [
-        "TextIOWrapper TextIOWrapper",
-        "SIG_DFL",
-        str(["-m", "tool", "a"]),
-    ]
+    command = ["-m", "tool", "a"] if how.startswith("python -m") else ["tool.py", "a"]
+    assert fresh.stdout.splitlines() == ["TextIOWrapper TextIOWrapper", "SIG_DFL", str(command)]
 
 
 def test_a_script_imported_by_a_test_gets_no_entry(monkeypatch):
