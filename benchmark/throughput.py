@@ -41,7 +41,7 @@ from throughput_report import (
 )
 
 from cleanrl_utils.checks.args import parse_args as parse_flags
-from cleanrl_utils.cli.errors import RunError, entry_point, fail
+from cleanrl_utils.console.errors import RunError, entry_point, fail
 
 
 def script_name(text: str) -> str:

@@ -33,7 +33,9 @@ LABELS = {"envpool": "EnvPool", "gymnasium": "gymnasium + wrappers", "ale_vector
 ENV_KINDS = tuple(LABELS)  # each has its own bound: the env stepping random actions alone
 BOUND_FLAG = "--_bound"  # internal: `throughput.py --_bound KIND JSON` measures one bound
 PHASES = ("rollout", "advantages", "update")  # each script logs `time/{phase}` every iteration
-PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ ")  # cleanrl_utils/cli/progress.py, not on a terminal
+PROGRESS_LINE = re.compile(
+    r"^step (\d+)/\d+ "
+)  # cleanrl_utils/console/progress.py, not on a terminal
 
 
 def env_id_for(script: str, game: str) -> str:

@@ -11,7 +11,7 @@ import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one li
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks.args import check_ppo_args, parse_args
 from cleanrl_utils.checks.env_ids import check_envpool_atari_id
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.ppo.metrics import explained_variance
 from cleanrl_utils.run import Run
 

@@ -12,7 +12,7 @@ import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one li
 from cleanrl_utils.after_training import save_and_evaluate
 from cleanrl_utils.checks.args import check_ppo_args, parse_args
 from cleanrl_utils.checks.env_ids import check_gymnasium_atari_id
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.distributed.torch_ranks import Distributed
 from cleanrl_utils.envs import atari_wrappers
 from cleanrl_utils.envs.atari_wrappers import EpisodeStatistics

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils.cli.errors import DISK_EXIT, RunError, fail
-from cleanrl_utils.cli.output import cause
+from cleanrl_utils.console.errors import DISK_EXIT, RunError, fail
+from cleanrl_utils.console.output import cause
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.envs.video import WRITE_ERRORS, run_videos
 from cleanrl_utils.evals import evaluate, jax_eval

@@ -20,8 +20,8 @@ from typing import Annotated
 import tyro
 
 from cleanrl_utils.checks.args import parse_args
-from cleanrl_utils.cli import extras, output
-from cleanrl_utils.cli.errors import entry_point, fail
+from cleanrl_utils.console import extras, output
+from cleanrl_utils.console.errors import entry_point, fail
 from cleanrl_utils.files.atomic import atomic_write_bytes
 from cleanrl_utils.files.model_file import METADATA_KEY, ZIP_MAGIC, model_info
 from cleanrl_utils.files.state_file import (

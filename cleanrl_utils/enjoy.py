@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.cli import extras, output
-from cleanrl_utils.cli.errors import RunError, entry_point, fail
+from cleanrl_utils.console import extras, output
+from cleanrl_utils.console.errors import RunError, entry_point, fail
 from cleanrl_utils.evals import evaluate_model
 from cleanrl_utils.evals.common import EvalArgs, parse_eval_args
 from cleanrl_utils.files.model_file import read_model

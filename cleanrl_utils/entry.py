@@ -18,12 +18,12 @@ The script's `if __name__ == "__main__":` block runs inside the entry guard, wit
 
 where a `RunError` (`cleanrl_utils.run` and the checks raise it: bad input, a checkpoint it cannot
 use, a full disk, a stop before training) becomes its one line and its exit code, no traceback
-(`cleanrl_utils.cli.errors.entry_point`, the guard of every entry point)."""
+(`cleanrl_utils.console.errors.entry_point`, the guard of every entry point)."""
 
 import os
 import sys
 
-from cleanrl_utils.cli import extras, output, signals
+from cleanrl_utils.console import extras, output, signals
 
 extras.install()
 

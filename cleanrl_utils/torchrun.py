@@ -22,7 +22,7 @@ Plain torchrun exits 1 whatever its processes' codes and prints a traceback of i
   check is an AssertionError naming nothing), and so a master port (or rendezvous endpoint)
   that another program holds, and a master (or other nodes) that did not come within
   `CLEANRL_DIST_TIMEOUT_S`, how long its rendezvous waits;
-- never depends on its output being readable (`cleanrl_utils.cli.output`): a terminal gone, or a
+- never depends on its output being readable (`cleanrl_utils.console.output`): a terminal gone, or a
   `| tee` ended by Ctrl-C, drops the ranks' lines and its own, and the ranks still stop with
   their checkpoint and the launcher with their code.
 """
@@ -39,9 +39,9 @@ import socket
 import sys
 import threading
 
-from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, entry_point
-from cleanrl_utils.cli.signals import signal_name, stop_code
+from cleanrl_utils.console import output
+from cleanrl_utils.console.errors import FAILED, USAGE_ERROR, entry_point
+from cleanrl_utils.console.signals import signal_name, stop_code
 from cleanrl_utils.distributed.lost_ranks import timeout_s
 
 SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"

@@ -253,7 +253,7 @@ def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 # games and the training steps; the files; many processes; the run lifecycle; the tools; the Hub;
 # and the steps after training, which call the tools and the Hub, on top.
 FLOORS = {
-    "cli": ["cli", "entry"],
+    "console": ["console", "entry"],
     "checks": ["checks"],
     "games, steps": ["envs", "ppo"],
     "files": ["files"],

@@ -13,7 +13,7 @@ from cleanrl_utils.checks.env_ids import (
     check_envpool_atari_id,
     check_gymnasium_atari_id,
 )
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 
 ENVPOOL = "ppo_atari_envpool"
 GYMNASIUM = "ppo_atari"

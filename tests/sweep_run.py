@@ -14,7 +14,7 @@ from pathlib import Path
 
 import cleanrl_utils.entry  # noqa: F401 (first, as in the scripts)
 from cleanrl_utils.checks.args import parse_args
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.run import Run
 
 ITERATIONS = {1: 2, 2: 400, 3: 400}

@@ -23,7 +23,7 @@ import pytest
 from logs_testing import read_scalars
 
 from cleanrl_utils import benchmark
-from cleanrl_utils.cli import errors
+from cleanrl_utils.console import errors
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_TEMPLATE = REPO / "benchmark" / "cleanrl_1gpu.slurm_template"
@@ -93,7 +93,7 @@ def test_each_run_logs_to_a_file_named_after_its_env_and_seed(tmp_path):
             assert log == f"ran with --env-id {env_id} --seed {seed}\n"
             assert f"[start]  {env_id} seed {seed}" in result.stdout
             assert f"[done]   {env_id} seed {seed}" in result.stdout
-            # seconds as cleanrl_utils.cli.progress.format_seconds writes them: `1.2s`
+            # seconds as cleanrl_utils.console.progress.format_seconds writes them: `1.2s`
             done = rf"\[done\]   {re.escape(env_id)} seed {seed} in \d+\.\ds  \("
             assert re.search(done, result.stdout), result.stdout
     assert "4 of 4 runs succeeded" in result.stdout

@@ -36,7 +36,7 @@ from cleanrl_utils.checks.env_ids import (
     check_gymnasium_atari_id,
     game_of,
 )
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 
 GYMNASIUM_IDS = ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "Pong-v4", "ALE/Pong-v5"]
 ENVPOOL_IDS = ["Pong-v5", "Breakout-v5", "SpaceInvaders-v5"]

@@ -323,7 +323,7 @@ def test_a_timeout_that_is_not_seconds_is_one_line_naming_the_variable(monkeypat
     """`CLEANRL_DIST_TIMEOUT_S` is read where a rank of a multi-process run starts, not at the
     import (it was a traceback there, and NaN, -5, inf went through): one `error:` line naming
     it, exit code 2. Unset or empty: the default; a one-process run never reads it."""
-    from cleanrl_utils.cli.errors import RunError
+    from cleanrl_utils.console.errors import RunError
     from cleanrl_utils.distributed import lost_ranks
     from cleanrl_utils.distributed.jax_processes import JaxDistributed
 
@@ -442,7 +442,7 @@ def listening_hosts(port: int) -> list[str]:
 JAX_PROCESS = """
 import types
 import cleanrl_utils.entry
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.distributed.jax_processes import JaxDistributed
 with entry_point():
     JaxDistributed(types.SimpleNamespace(num_envs=4)).connect()

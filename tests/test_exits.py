@@ -1,4 +1,4 @@
-"""`cleanrl_utils.cli.errors`: the exit codes, defined once, and what Ctrl-C does; every
+"""`cleanrl_utils.console.errors`: the exit codes, defined once, and what Ctrl-C does; every
 `os._exit` of the package listed in its table; no alias of an exit code, no `raise SystemExit`
 but the entry guard's."""
 
@@ -12,7 +12,7 @@ import signal
 import pytest
 from scripts_testing import REPO_ROOT
 
-from cleanrl_utils.cli import errors, signals
+from cleanrl_utils.console import errors, signals
 
 
 def test_ctrl_c_in_an_entry_point_is_one_line_and_exit_code_130(capsys):
@@ -77,12 +77,12 @@ def test_each_exit_code_is_defined_once_in_cleanrl_utils():
                 )
             ):
                 found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
-    assert found and all(f.startswith("cleanrl_utils/cli/errors.py:") for f in found), found
+    assert found and all(f.startswith("cleanrl_utils/console/errors.py:") for f in found), found
 
 
 def test_exit_codes_are_imported_from_exits_only():
     """An exit code has one home: every module that names one imports it from
-    `cleanrl_utils.cli.errors`, none through another module that imported it (no re-exports)."""
+    `cleanrl_utils.console.errors`, none through another module that imported it (no re-exports)."""
     codes = {
         name
         for name, value in vars(errors).items()
@@ -92,7 +92,10 @@ def test_exit_codes_are_imported_from_exits_only():
     for folder in ("cleanrl_utils", "cleanrl", "benchmark", "tests"):
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module != "cleanrl_utils.cli.errors":
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module != "cleanrl_utils.console.errors"
+                ):
                     names = {alias.name for alias in node.names} & codes
                     found += [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {n}" for n in names]
     assert codes >= {"FAILED", "USAGE_ERROR", "DISK_EXIT", "CHECKPOINT_EXIT", "INTERRUPTED"}
@@ -100,7 +103,7 @@ def test_exit_codes_are_imported_from_exits_only():
 
 
 # ---------------------------------------------------------------------------------------------
-# Every `os._exit` is listed in the table of `cli/errors.py`'s docstring, and nothing else ends
+# Every `os._exit` is listed in the table of `console/errors.py`'s docstring, and nothing else ends
 # the process: no alias of an exit code, no `raise SystemExit` but the entry guard's
 
 
@@ -197,7 +200,7 @@ def test_the_os_exit_check_names_what_breaks_the_rule():
     }
     modules = {
         "a/b.py": (
-            "import os\nfrom cleanrl_utils.cli.errors import FAILED, INTERRUPTED\n\n"
+            "import os\nfrom cleanrl_utils.console.errors import FAILED, INTERRUPTED\n\n"
             "def listed(code):\n    os._exit(code)\n    os._exit(FAILED)\n\n"
             "class Ranks:\n    def other(self):\n        os._exit(INTERRUPTED)\n"
         ),
@@ -220,14 +223,14 @@ EXIT_CODE_NAMES = {
 }
 # the `raise SystemExit` that stay, with why: (module, the function that holds it) -> why
 SYSTEM_EXITS = {
-    ("cleanrl_utils/cli/errors.py", "entry_point.__exit__"): (
+    ("cleanrl_utils/console/errors.py", "entry_point.__exit__"): (
         "the entry guard: the one place that turns a RunError or Ctrl-C into an exit"
     ),
 }
 
 
 def names_exit_code(node: ast.AST) -> bool:
-    """`FAILED`, `errors.FAILED`: an exit code of `cli/errors.py`, by its name."""
+    """`FAILED`, `errors.FAILED`: an exit code of `console/errors.py`, by its name."""
     name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
     return name in EXIT_CODE_NAMES
 
@@ -288,8 +291,8 @@ def test_no_module_gives_an_exit_code_another_name_or_raises_system_exit():
 
 def test_the_alias_check_names_what_breaks_the_rule():
     source = (
-        "from cleanrl_utils.cli import errors\n"
-        "from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR as BAD_INPUT\n\n"
+        "from cleanrl_utils.console import errors\n"
+        "from cleanrl_utils.console.errors import FAILED, USAGE_ERROR as BAD_INPUT\n\n"
         "LOST_RANK_EXIT = FAILED\n"
         "STOP_CODES: tuple = (errors.CHECKPOINT_EXIT, errors.INTERRUPTED)\n"
         "A, B = FAILED, 1\n\n"

@@ -1,5 +1,5 @@
 """A missing optional package is one line naming the install command, exit code 2, even for
-`--help` (cleanrl_utils/cli/extras.py). The packages are made missing for real: a `sitecustomize`
+`--help` (cleanrl_utils/console/extras.py). The packages are made missing for real: a `sitecustomize`
 module on the child's path puts a finder first on `sys.meta_path` that finds nothing for them,
 so `import ale_py` raises the `ModuleNotFoundError` a machine without the extra would raise."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from scripts_testing import REPO_ROOT, script_env
 
-from cleanrl_utils.cli import extras
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console import extras
+from cleanrl_utils.console.errors import entry_point
 
 BLOCKER = """
 import importlib.abc, os, sys
@@ -113,7 +113,7 @@ for name in names:
 assert state() == before, "an import changed sys.excepthook or a signal handler"
 assert len(names) > 30, names
 import cleanrl_utils.entry
-from cleanrl_utils.cli.extras import missing_extra_hook
+from cleanrl_utils.console.extras import missing_extra_hook
 assert sys.excepthook is missing_extra_hook
 """
     proc = run_without(tmp_path, "nothing", ["-c", code])

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
 from cleanrl_utils.checks.args import SEED_LIMIT, memory_problem, parse_args
-from cleanrl_utils.cli.errors import DISK_EXIT, entry_point
+from cleanrl_utils.console.errors import DISK_EXIT, entry_point
 from cleanrl_utils.files.run_names import (
     ENV_ID,
     EXP_NAME,

@@ -37,7 +37,7 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.run import Run
 
 pytest.importorskip("huggingface_hub")
@@ -293,7 +293,7 @@ def test_only_the_hubs_failure_is_said_with_what_became_of_the_run(tmp_path, mon
     ends with what became of the run; a run folder it cannot push is said as it is."""
     import json
 
-    from cleanrl_utils.cli.errors import FAILED, fail
+    from cleanrl_utils.console.errors import FAILED, fail
     from cleanrl_utils.huggingface import push
 
     run = tmp_path / "runs" / "Breakout-v5__ppo__1__1700000000"

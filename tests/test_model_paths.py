@@ -14,7 +14,7 @@ import torch
 from scripts_testing import describe, run_script
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.evals.common import evaluation_video_dir
 from cleanrl_utils.files.model_file import read_model, save_torch_model
 from cleanrl_utils.files.state_file import write_checkpoint

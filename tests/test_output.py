@@ -1,4 +1,4 @@
-"""Losing stdout or stderr never loses a run (`cleanrl_utils.cli.output`): a `| tee` that the
+"""Losing stdout or stderr never loses a run (`cleanrl_utils.console.output`): a `| tee` that the
 terminal's Ctrl-C ends first, a `| head` that has read enough, a log on a full disk, `2>&-`, a
 terminal closed with its ssh session. The stream is lost, said where it can be, and recorded in
 the run's config.json; the run trains on, or stops with its checkpoint and its exit code. Real
@@ -23,8 +23,8 @@ import time
 import pytest
 from scripts_testing import PPO_ATARI_ENVPOOL, REPO_ROOT, run_dirs, script_env
 
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.cli.output import SafeStream
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.console.output import SafeStream
 from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint
 
 TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1"]
@@ -63,7 +63,7 @@ def test_a_stream_whose_reader_is_gone_is_lost_not_the_writer():
 
 GUARDED = """
 import os, sys
-from cleanrl_utils.cli import output
+from cleanrl_utils.console import output
 output.guard()
 print("logging to runs/RUN/", flush=True)
 sys.stderr.write("a message for stderr\\n")  # (checks/args.py wrote tyro's warnings so)

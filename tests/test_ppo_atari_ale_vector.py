@@ -44,7 +44,7 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.cli.errors import INTERRUPTED
+from cleanrl_utils.console.errors import INTERRUPTED
 from cleanrl_utils.evals import evaluate
 from cleanrl_utils.files.scripts import load_script
 

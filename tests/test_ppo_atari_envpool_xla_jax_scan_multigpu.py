@@ -33,7 +33,7 @@ from scripts_testing import (
     start_script,
 )
 
-from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.console.errors import RunError
 from cleanrl_utils.distributed.jax_processes import VARIABLES, JaxDistributed
 from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint
 

@@ -110,7 +110,7 @@ def test_a_script_gets_the_entry_of_a_program(monkeypatch, tmp_path):
     assert fresh.stdout == preloaded.stdout
     assert fresh.stdout.splitlines() == [
         "SafeStream SafeStream",
-        "cleanrl_utils.cli.signals._record_stop",
+        "cleanrl_utils.console.signals._record_stop",
         str(["entry_shown.py", "a"]),
     ]
 
@@ -140,7 +140,7 @@ def test_a_script_imported_by_a_test_gets_no_entry(monkeypatch):
     entry for its definitions: no output guard, no recorded stops."""
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # (entry installs its own hook)
     import cleanrl_utils.entry
-    from cleanrl_utils.cli import output, signals
+    from cleanrl_utils.console import output, signals
 
     assert not cleanrl_utils.entry.run_as_a_program()
     assert signal.getsignal(signal.SIGTERM) is not signals._record_stop

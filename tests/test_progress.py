@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cleanrl_utils.cli.progress import Progress
+from cleanrl_utils.console.progress import Progress
 
 
 @pytest.fixture

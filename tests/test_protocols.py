@@ -22,7 +22,7 @@ from logs_testing import read_scalars
 
 from cleanrl_utils.after_training import finish_training
 from cleanrl_utils.checks.args import parse_args
-from cleanrl_utils.cli.errors import RunError, entry_point
+from cleanrl_utils.console.errors import RunError, entry_point
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.envs.protocols import MACHADO
 from cleanrl_utils.evals import evaluate_model

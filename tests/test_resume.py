@@ -27,7 +27,7 @@ from logs_testing import read_scalars
 from resume_testing import game_independent_state
 from scripts_testing import REPO_ROOT, describe, finish_script, run_dirs, run_script, start_script
 
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.files.state_file import (
     CorruptCheckpoint,
     list_checkpoints,

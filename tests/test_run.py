@@ -28,7 +28,7 @@ from scripts_testing import REPO_ROOT
 
 import cleanrl.ppo_atari_envpool as torch_script
 from cleanrl_utils.after_training import finish_training
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED, RunError, entry_point
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, INTERRUPTED, RunError, entry_point
 from cleanrl_utils.files.state_file import (
     list_checkpoints,
     read_checkpoint,

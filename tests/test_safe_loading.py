@@ -23,7 +23,7 @@ import torch
 from scripts_testing import REPO_ROOT, assert_usage_error, run_script, script_env
 
 import cleanrl.ppo_atari_envpool as torch_script
-from cleanrl_utils.cli.errors import entry_point
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.files.model_file import read_model
 from cleanrl_utils.files.state_file import (
     PICKLE_MAGIC,

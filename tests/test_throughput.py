@@ -14,8 +14,8 @@ import sys
 import pytest
 from scripts_testing import REPO_ROOT, describe, finish_script, run_script, start_script
 
-from cleanrl_utils.cli.errors import RunError
-from cleanrl_utils.cli.progress import Progress
+from cleanrl_utils.console.errors import RunError
+from cleanrl_utils.console.progress import Progress
 
 BENCHMARK = REPO_ROOT / "benchmark" / "throughput.py"
 TINY = "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1"

@@ -11,7 +11,7 @@ import time
 
 from scripts_testing import describe, run_script, script_env
 
-from cleanrl_utils.cli.output import SafeStream
+from cleanrl_utils.console.output import SafeStream
 from cleanrl_utils.torchrun import LastWords, launch_problem, run_code, signals_to_handle, summary
 
 

@@ -29,7 +29,7 @@ from scripts_testing import (
 
 optuna = pytest.importorskip("optuna")
 
-from cleanrl_utils.cli.errors import RunError, entry_point  # noqa: E402
+from cleanrl_utils.console.errors import RunError, entry_point  # noqa: E402
 from cleanrl_utils.files.state_file import list_checkpoints  # noqa: E402
 from cleanrl_utils.tuner.scores import metric_values  # noqa: E402
 
@@ -1025,7 +1025,7 @@ def full_disk(tmp_path):
 @pytest.mark.parametrize("storage", ["journal:{}/t.log", "sqlite:///{}/t.db"])
 def test_a_storage_on_a_full_disk_is_exit_74(full_disk, storage):
     """It was exit 2, as bad input; a full disk is 74, as everywhere else."""
-    from cleanrl_utils.cli.errors import DISK_EXIT
+    from cleanrl_utils.console.errors import DISK_EXIT
     from cleanrl_utils.tuner.study import open_study_in
 
     with pytest.raises(RunError) as error:

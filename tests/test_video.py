@@ -101,7 +101,7 @@ def test_videos_a_file_is_one_line_before_a_run_starts_or_resumes(tmp_path, monk
     """It trained, saved the model, then died in `NotADirectoryError` (and on every resume)."""
     from run_testing import SCRIPT, open_run, torch_script
 
-    from cleanrl_utils.cli.errors import DISK_EXIT, RunError
+    from cleanrl_utils.console.errors import DISK_EXIT, RunError
     from cleanrl_utils.run import Run
 
     monkeypatch.chdir(tmp_path)
@@ -129,7 +129,7 @@ def test_an_evaluation_s_video_dir_that_is_a_file_is_one_line_before_any_work(
 ):
     import importlib
 
-    from cleanrl_utils.cli.errors import DISK_EXIT
+    from cleanrl_utils.console.errors import DISK_EXIT
 
     taken = tmp_path / "taken"
     taken.write_text("not a folder")
@@ -153,7 +153,7 @@ def test_an_evaluation_s_videos_on_a_full_disk_are_one_line_and_exit_code_74(
     import gymnasium as gym
 
     from cleanrl_utils import evals
-    from cleanrl_utils.cli.errors import DISK_EXIT
+    from cleanrl_utils.console.errors import DISK_EXIT
     from cleanrl_utils.files.model_file import save_torch_model
     from cleanrl_utils.files.scripts import load_script
 

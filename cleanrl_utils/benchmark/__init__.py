@@ -65,8 +65,8 @@ from cleanrl_utils.benchmark.slurm import (
     wait_for_array,
     write_slurm_file,
 )
-from cleanrl_utils.cli.errors import fail
-from cleanrl_utils.cli.signals import StopRequest
+from cleanrl_utils.console.errors import fail
+from cleanrl_utils.console.signals import StopRequest
 
 __all__ = [
     "FINAL_STATES", "LOG_TAIL_LINES", "NEEDS", "PLACEHOLDER", "POLL_S", "PROG",

@@ -3,7 +3,7 @@
 import sys
 
 from cleanrl_utils.benchmark.cli import main
-from cleanrl_utils.cli import extras, output
+from cleanrl_utils.console import extras, output
 
 if __name__ == "__main__":
     output.guard()  # a lost stdout or stderr (a full disk, `| head`, `2>&-`): said, not a traceback

@@ -28,7 +28,7 @@ from cleanrl_utils.benchmark.local import run_pool
 from cleanrl_utils.benchmark.slurm import run_slurm
 from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.checks.paths import check_output_folder
-from cleanrl_utils.cli.errors import INTERRUPTED, entry_point, fail
+from cleanrl_utils.console.errors import INTERRUPTED, entry_point, fail
 from cleanrl_utils.files.sweeps import LAUNCHER_VARIABLE, SWEEP_VARIABLE, sweep_problem
 from cleanrl_utils.report.atari5 import expand_env_ids
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cleanrl_utils.benchmark.pool import Job, Result, log_tail
-from cleanrl_utils.cli.errors import FAILED, RunError
+from cleanrl_utils.console.errors import FAILED, RunError
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.config import DERIVED_ARGS, FREE_ARGS, read_record
 from cleanrl_utils.files.sweeps import launcher_sweep_id, recorded_sweep, report_command

@@ -36,9 +36,9 @@ from cleanrl_utils.benchmark.pool import (
     thread_limits,
     usable_cpus,
 )
-from cleanrl_utils.cli.errors import FAILED, INTERRUPTED
-from cleanrl_utils.cli.progress import format_seconds
-from cleanrl_utils.cli.signals import StopRequest
+from cleanrl_utils.console.errors import FAILED, INTERRUPTED
+from cleanrl_utils.console.progress import format_seconds
+from cleanrl_utils.console.signals import StopRequest
 
 
 @dataclass

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import CANNOT_START
-from cleanrl_utils.cli.progress import format_seconds
+from cleanrl_utils.console.errors import CANNOT_START
+from cleanrl_utils.console.progress import format_seconds
 from cleanrl_utils.files.run_names import file_name
 from cleanrl_utils.files.sweeps import launcher_env
 

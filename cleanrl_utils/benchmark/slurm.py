@@ -23,9 +23,9 @@ from cleanrl_utils.benchmark.common import (
     sweep_of,
 )
 from cleanrl_utils.benchmark.pool import Job, Result, thread_limits
-from cleanrl_utils.cli.errors import FAILED, INTERRUPTED, fail
-from cleanrl_utils.cli.progress import format_seconds
-from cleanrl_utils.cli.signals import StopRequest
+from cleanrl_utils.console.errors import FAILED, INTERRUPTED, fail
+from cleanrl_utils.console.progress import format_seconds
+from cleanrl_utils.console.signals import StopRequest
 
 PLACEHOLDER = re.compile(r"{{(.*?)}}")
 

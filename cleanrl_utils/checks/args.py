@@ -12,8 +12,8 @@ import sys
 import types
 import typing
 
-from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import fail
+from cleanrl_utils.console import output
+from cleanrl_utils.console.errors import fail
 
 SEED_LIMIT = 2**31  # seeds: 0 <= seed + env index < 2**31 (EnvPool's int32, NumPy's uint32 too)
 INT_LIMIT = 2**63  # a count past int64 overflows in NumPy and torch

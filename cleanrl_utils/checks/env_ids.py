@@ -9,7 +9,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from cleanrl_utils.cli.errors import fail
+from cleanrl_utils.console.errors import fail
 
 
 def game_of(env_id: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from cleanrl_utils.cli.extras import INSTALL
+from cleanrl_utils.console.extras import INSTALL
 
 # the modules an upload needs: the Hub client, the evaluation videos, the learning-curve plot
 NEEDED = ("huggingface_hub", "imageio", "matplotlib")

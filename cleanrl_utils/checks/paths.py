@@ -8,7 +8,7 @@ import errno
 import os
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import DISK_EXIT, fail
+from cleanrl_utils.console.errors import DISK_EXIT, fail
 
 
 def folder_problem(folder: str | os.PathLike) -> str | None:

@@ -39,8 +39,8 @@ import time
 import numpy as np
 
 from cleanrl_utils.checks.args import C_INT
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
-from cleanrl_utils.cli.output import flush, say
+from cleanrl_utils.console.errors import FAILED, USAGE_ERROR, fail
+from cleanrl_utils.console.output import flush, say
 from cleanrl_utils.distributed.agreement import (
     BadMessage,
     decode_messages,

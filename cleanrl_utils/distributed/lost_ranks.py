@@ -26,8 +26,8 @@ import threading
 import time
 
 from cleanrl_utils.checks.args import C_INT
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
-from cleanrl_utils.cli.output import say
+from cleanrl_utils.console.errors import FAILED, USAGE_ERROR, fail
+from cleanrl_utils.console.output import say
 from cleanrl_utils.files.config import mark_stopped
 
 DEFAULT_TIMEOUT_S = 600.0

@@ -52,8 +52,8 @@ import threading
 
 import numpy as np
 
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, fail
-from cleanrl_utils.cli.output import flush, say
+from cleanrl_utils.console.errors import FAILED, USAGE_ERROR, fail
+from cleanrl_utils.console.output import flush, say
 from cleanrl_utils.distributed import lost_ranks
 from cleanrl_utils.distributed.agreement import (
     BadMessage,

@@ -53,7 +53,7 @@ def ffmpeg_exe() -> str:
     exe = os.environ.get("IMAGEIO_FFMPEG_EXE")
     if exe:
         return exe
-    import imageio_ffmpeg  # (a missing `video` extra is named by cleanrl_utils.cli.extras)
+    import imageio_ffmpeg  # (a missing `video` extra is named by cleanrl_utils.console.extras)
 
     binaries = Path(imageio_ffmpeg.__file__).parent / "binaries"
     shipped = sorted(p for p in binaries.glob("ffmpeg*") if p.is_file() and os.access(p, os.X_OK))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from cleanrl_utils.cli.errors import DISK_EXIT, entry_point, fail
-from cleanrl_utils.cli.output import cause
+from cleanrl_utils.console.errors import DISK_EXIT, entry_point, fail
+from cleanrl_utils.console.output import cause
 from cleanrl_utils.envs.video import WRITE_ERRORS
 from cleanrl_utils.evals.common import (
     evaluation_games,

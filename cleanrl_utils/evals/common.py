@@ -14,7 +14,7 @@ import numpy as np
 
 from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.checks.paths import check_output_folder
-from cleanrl_utils.cli.errors import fail
+from cleanrl_utils.console.errors import fail
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.run_names import RunName, file_env_id
 

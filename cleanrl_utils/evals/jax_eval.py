@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.cli import extras
-from cleanrl_utils.cli.errors import entry_point, fail
+from cleanrl_utils.console import extras
+from cleanrl_utils.console.errors import entry_point, fail
 from cleanrl_utils.evals.common import (
     evaluation_games,
     evaluation_video_dir,

@@ -180,7 +180,7 @@ def mark_finished(config_path: Path, global_step: int) -> None:
 
 def mark_output_lost(config_path: Path, lost: dict[str, str]) -> None:
     """Records in config.json the standard streams the run could no longer write, and why
-    (`cleanrl_utils.cli.output.lost`: a closed terminal, a `| tee` ended by Ctrl-C, a full disk):
+    (`cleanrl_utils.console.output.lost`: a closed terminal, a `| tee` ended by Ctrl-C, a full disk):
     what it said there from then on is lost, and this says so; nothing when `lost` is empty."""
     if lost:
         update_record(config_path, output_lost=lost)

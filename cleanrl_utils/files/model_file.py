@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleanrl_utils.checks.args import number_problem, value_problem
-from cleanrl_utils.cli.errors import RunError, fail
+from cleanrl_utils.console.errors import RunError, fail
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.atomic import atomic_write_bytes
 from cleanrl_utils.files.run_names import name_problem

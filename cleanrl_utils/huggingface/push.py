@@ -23,7 +23,7 @@ import tyro
 
 from cleanrl_utils.checks.args import parse_args
 from cleanrl_utils.checks.hub import hub_problem, repo_name
-from cleanrl_utils.cli.errors import FAILED, USAGE_ERROR, RunError, entry_point, fail
+from cleanrl_utils.console.errors import FAILED, USAGE_ERROR, RunError, entry_point, fail
 from cleanrl_utils.huggingface.repo import build_repo_folder, run_config
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_utils.cli.errors import fail
+from cleanrl_utils.console.errors import fail
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.config import REPO_ROOT, hyperparameter_table
 from cleanrl_utils.files.model_file import Model, read_model

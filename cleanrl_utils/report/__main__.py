@@ -2,7 +2,7 @@
 
 import sys
 
-from cleanrl_utils.cli import extras, output
+from cleanrl_utils.console import extras, output
 from cleanrl_utils.report.cli import main
 
 if __name__ == "__main__":

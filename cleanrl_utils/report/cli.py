@@ -27,8 +27,8 @@ import tyro
 
 from cleanrl_utils.checks import args as command_line
 from cleanrl_utils.checks.paths import check_output_folder
-from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, entry_point, fail
-from cleanrl_utils.cli.output import cause
+from cleanrl_utils.console.errors import DISK_EXIT, FAILED, entry_point, fail
+from cleanrl_utils.console.output import cause
 from cleanrl_utils.files.run_names import file_name
 from cleanrl_utils.report.aggregate import aggregate_markdown, compute, explanation
 from cleanrl_utils.report.cells import Benchmark, Report

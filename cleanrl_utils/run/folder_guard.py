@@ -23,8 +23,8 @@ import struct
 from pathlib import Path
 from typing import NoReturn
 
-from cleanrl_utils.cli.errors import DISK_EXIT, RunError, fail
-from cleanrl_utils.cli.output import cause
+from cleanrl_utils.console.errors import DISK_EXIT, RunError, fail
+from cleanrl_utils.console.output import cause
 
 _RECORD_HEADER = struct.Struct("<QI")  # TFRecord: data length, masked CRC of the length
 

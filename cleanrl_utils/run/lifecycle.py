@@ -36,7 +36,7 @@ The parts, one job each, in this package: `resume` (the checkpoint and the argum
 with it), `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `checkpointer`
 (writing them, a rewind, a failing disk), `records` (config.json, TensorBoard, W&B), `folder`
 (the folder's lock, a failing disk), `process` (what the run borrows from the process),
-`diverged` (a state no longer finite); and `cleanrl_utils.cli.progress`. What it says goes through
+`diverged` (a state no longer finite); and `cleanrl_utils.console.progress`. What it says goes through
 `output`: a stdout or stderr that is gone loses the line, never the run.
 """
 
@@ -57,11 +57,11 @@ import cleanrl_utils.run.records as records
 import cleanrl_utils.run.stops as stops
 from cleanrl_utils.checks.args import steps_note
 from cleanrl_utils.checks.hub import upload_problem
-from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, DISK_EXIT, FAILED, INTERRUPTED, RunError
-from cleanrl_utils.cli.extras import missing_flag_extra
-from cleanrl_utils.cli.progress import Progress
-from cleanrl_utils.cli.signals import STOP_SIGNALS, stop_code
+from cleanrl_utils.console import output
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, DISK_EXIT, FAILED, INTERRUPTED, RunError
+from cleanrl_utils.console.extras import missing_flag_extra
+from cleanrl_utils.console.progress import Progress
+from cleanrl_utils.console.signals import STOP_SIGNALS, stop_code
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.envs.video import run_videos_problem
 from cleanrl_utils.files.config import mark_finished, mark_output_lost

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from cleanrl_utils.cli.signals import STOP_SIGNALS, StopRequest, hold_stops, release_stops
+from cleanrl_utils.console.signals import STOP_SIGNALS, StopRequest, hold_stops, release_stops
 
 
 class ProcessState:

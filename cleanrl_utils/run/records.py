@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT
 from cleanrl_utils.files.atomic import atomic_write_bytes, remove_temp_files
 from cleanrl_utils.files.config import hyperparameter_table, resumed_record, run_record
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cleanrl_utils.checks.args import value_problem
-from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.console.errors import RunError
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.config import (
     CARRIED_ARGS,

@@ -4,7 +4,7 @@ process's end.
 The first stop decides how the run ends: its exit code (75, or 130 for Ctrl-C) and what its
 config.json records; a later one (Ctrl-C 50 ms after SLURM's SIGTERM) is said, and changes
 nothing but arming a second Ctrl-C. No stop depends on its output being readable: every line is
-said through `cleanrl_utils.cli.output`, so a terminal gone with its ssh session or a `| tee` ended
+said through `cleanrl_utils.console.output`, so a terminal gone with its ssh session or a `| tee` ended
 by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and its exit code.
 
 - **in training** (`on_stop_signal`): the run finishes its iteration, writes a checkpoint and
@@ -13,7 +13,7 @@ by the same Ctrl-C drops the line, and the stop goes on to its checkpoint and it
   after training are left to the resume). A second Ctrl-C stops at once, saying what is lost
   (`on_second_ctrl_c`).
 - **before training** (`stop_before_training`): a stop signal received since the script's first
-  import (`cleanrl_utils.cli.signals.record_stops`) or by the run's handlers ends the run at its next
+  import (`cleanrl_utils.console.signals.record_stops`) or by the run's handlers ends the run at its next
   safe point (`Run.__init__`, `start`, `restore`) with a `RunError`: one line and exit code 75
   (SIGTERM, SIGUSR1, SIGHUP: the SLURM templates requeue the task, which starts again or resumes)
   or 130 (Ctrl-C). This process trained nothing yet: nothing is lost.
@@ -30,9 +30,9 @@ import enum
 import os
 import signal
 
-from cleanrl_utils.cli import output
-from cleanrl_utils.cli.errors import RunError
-from cleanrl_utils.cli.signals import early_stop, signal_name, stop_code
+from cleanrl_utils.console import output
+from cleanrl_utils.console.errors import RunError
+from cleanrl_utils.console.signals import early_stop, signal_name, stop_code
 from cleanrl_utils.files.config import mark_output_lost, mark_stopped
 
 

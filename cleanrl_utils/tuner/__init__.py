@@ -4,7 +4,7 @@ module per job:
 
 - `state`: the tuner's state as typed values: the settings its trials and results read (one
   frozen `Settings`), a trial's record in the study (`TrialRecord`: the only code that names
-  Optuna's user attributes); bad input is a `RunError` (`cleanrl_utils.cli.errors`), one
+  Optuna's user attributes); bad input is a `RunError` (`cleanrl_utils.console.errors`), one
   `error:` line at the entry point;
 - `storage`: the `--storage` flag: an RDB URL (SQLite by default) or a journal file;
 - `space`: the search space (`--param NAME=KIND:ARGS`), the script's flags from its `Args`

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 import tyro
 
 from cleanrl_utils.checks.args import parse_args
-from cleanrl_utils.cli.errors import entry_point, fail
+from cleanrl_utils.console.errors import entry_point, fail
 from cleanrl_utils.report.atari5 import expand_env_ids
 
 PROG = "python -m cleanrl_utils.tuner"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import RunError
+from cleanrl_utils.console.errors import RunError
 from cleanrl_utils.tuner.probe import MARK
 
 KINDS = {

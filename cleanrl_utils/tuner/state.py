@@ -4,7 +4,7 @@
 - `TrialRecord` and `RunRecord`: a trial's record in the study, kept as Optuna user attributes;
   their names and their conversion to and from those attributes are here and nowhere else.
 
-Bad input is a `RunError` (`cleanrl_utils.cli.errors`), as everywhere in the package.
+Bad input is a `RunError` (`cleanrl_utils.console.errors`), as everywhere in the package.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from cleanrl_utils.cli.errors import DISK_EXIT, RunError
-from cleanrl_utils.cli.output import cause
+from cleanrl_utils.console.errors import DISK_EXIT, RunError
+from cleanrl_utils.console.output import cause
 
 # SQLite's primary result codes of a write the file system refused (extended codes add bits)
 SQLITE_DISK_CODES = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN)

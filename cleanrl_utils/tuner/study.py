@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 
 from cleanrl_utils.benchmark.pool import stop_jobs, thread_limits, usable_cpus
 from cleanrl_utils.checks.paths import folder_problem
-from cleanrl_utils.cli.errors import DISK_EXIT, FAILED, INTERRUPTED, USAGE_ERROR, RunError
-from cleanrl_utils.cli.signals import StopRequest
+from cleanrl_utils.console.errors import DISK_EXIT, FAILED, INTERRUPTED, USAGE_ERROR, RunError
+from cleanrl_utils.console.signals import StopRequest
 from cleanrl_utils.files.run_names import EXP_NAME_LIMIT, name_problem
 from cleanrl_utils.files.sweeps import SWEEP_VARIABLE, report_command
 from cleanrl_utils.tuner.results import print_best, write_all
@@ -163,7 +163,7 @@ class Tuner:
         of its budget, and one after each run but the last; 0: none, so nothing is pruned);
         `start_seed`; `log_dir` (the runs' logs and
         the results); `python` (the interpreter of the runs). Bad settings raise `RunError`
-        (`cleanrl_utils.cli.errors`: its `error:` line and exit code 2) with the reason."""
+        (`cleanrl_utils.console.errors`: its `error:` line and exit code 2) with the reason."""
         if params_fn is None:
             raise RunError("no search space (params_fn): every trial would run the same flags")
         if direction not in ("maximize", "minimize"):

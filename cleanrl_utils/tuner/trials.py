@@ -22,7 +22,7 @@ from cleanrl_utils.benchmark.pool import (
     signal_group,
     start_job,
 )
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, INTERRUPTED
 from cleanrl_utils.files.run_names import RunName, find_runs
 from cleanrl_utils.files.state_file import list_checkpoints
 from cleanrl_utils.files.sweeps import TUNER_VARIABLE

@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 
-from cleanrl_utils.cli.errors import USAGE_ERROR
+from cleanrl_utils.console.errors import USAGE_ERROR
 
 # module -> the extra that installs it (pyproject.toml's [project.optional-dependencies])
 EXTRA_OF = {

@@ -11,7 +11,7 @@
 
 A training run's own stop signals (finish the iteration, write a checkpoint) are `Run`'s
 (`cleanrl_utils.run.stops`); they end with `stop_code(signal)`: `CHECKPOINT_EXIT`, or
-`INTERRUPTED` for Ctrl-C (`cleanrl_utils.cli.errors`).
+`INTERRUPTED` for Ctrl-C (`cleanrl_utils.console.errors`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import signal
 
-from cleanrl_utils.cli.errors import CHECKPOINT_EXIT, INTERRUPTED
-from cleanrl_utils.cli.output import say
+from cleanrl_utils.console.errors import CHECKPOINT_EXIT, INTERRUPTED
+from cleanrl_utils.console.output import say
 
 
 class StopRequest:

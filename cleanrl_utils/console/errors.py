@@ -13,7 +13,7 @@ to read, and the one guard that turns it into an exit.
   no traceback.
 
 The stop signals (`StopRequest`, and a script's stops before its run holds them) are
-`cleanrl_utils.cli.signals`'.
+`cleanrl_utils.console.signals`'.
 
 These ends cannot be raised up to an entry point, and end the process at once with `os._exit`
 after their one line (`tests/test_exits.py` finds every call, by the module and the function
@@ -21,9 +21,9 @@ that holds it, and checks it is listed here):
 
 | where | code | why not raised |
 |---|---|---|
-| `cli/signals.py` `_record_stop` | 75, 130 | a stop signal while a script imports its libraries: an exception raised from a signal handler lands wherever the program happens to be, and a library's callback can swallow it (JAX's gc callback: "Exception ignored in") |
+| `console/signals.py` `_record_stop` | 75, 130 | a stop signal while a script imports its libraries: an exception raised from a signal handler lands wherever the program happens to be, and a library's callback can swallow it (JAX's gc callback: "Exception ignored in") |
 | `run/stops.py` `stop_after_training` | 75, 130 | a stop signal during the steps after training: the same, from the run's handler |
-| `cli/extras.py` `missing_extra_hook` | 2 | a missing optional package, said from `sys.excepthook`, which cannot choose the exit code |
+| `console/extras.py` `missing_extra_hook` | 2 | a missing optional package, said from `sys.excepthook`, which cannot choose the exit code |
 | `distributed/torch_ranks.py` `_fail_together` | 1, 2 | ranks that found the same problem in one collective (2: their runs differ; 1: a message that is not one, minibatch permutations out of step): a clean exit can block on a peer that has already left |
 | `distributed/jax_processes.py` `_fail_together` | 1, 2 | the same for JAX's processes |
 | `distributed/jax_processes.py` `_late` | 2 | a process that did not connect in time, from the watchdog's thread, while jaxlib holds the main one in `jax.distributed.initialize` |
@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 from typing import NoReturn
 
-from cleanrl_utils.cli.output import say
+from cleanrl_utils.console.output import say
 
 FAILED = 1  # the command ran and did not succeed (a failed run, a rejected submission, a download)
 USAGE_ERROR = 2  # bad input: one `error:` line, before any work starts

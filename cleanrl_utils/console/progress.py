@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from cleanrl_utils.cli import output
+from cleanrl_utils.console import output
 
 MIN_BAR_COLUMNS = 40  # narrower terminals (or ones that report 0 columns) get plain lines
 
