@@ -33,7 +33,7 @@ def run_as_a_program() -> bool:
     file named on the command line (`python SCRIPT`, torchrun's `python -u SCRIPT`; not a `-m`
     tool, a notebook or pytest), and it imports this module itself, no other module being
     imported around it (importlib marks each module it is executing with
-    `__spec__._initializing`), so `python tool.py` where the tool imports a script for its
+    `__spec__._initializing`), so a program that imports a script for its
     definitions is not one."""
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     started = {os.path.realpath(a) for a in sys.orig_argv[1:] if a.endswith(".py")}
