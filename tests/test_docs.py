@@ -321,3 +321,10 @@ def test_the_layout_picture_is_drawn_from_the_floors():
     assert max(len(line) for line in picture.splitlines()) <= 100
     rendered = hooks.on_page_markdown(text, None, {"nav": []}, None)
     assert picture in rendered and "<!-- floors:" not in rendered
+    # and the table below it has one row for each package and top-level module, no other
+    table = text.split("| package | what it is for |", 1)[1].split("\n\n", 1)[0]
+    rows = set(re.findall(r"^\| `(\w+)/?`(?:, `(\w+)/?`)? \|", table, re.M))
+    listed = {name for row in rows for name in row if name}
+    assert listed == set().union(*hooks.FLOORS.values()), listed ^ set().union(
+        *hooks.FLOORS.values()
+    )
