@@ -51,13 +51,6 @@ def pytest_collection_finish(session):
         )
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than the cores. Most tests wait on processes they start (a
-    script, torchrun, a SLURM task) while those wait in turn, at a rendezvous or a poll; a third
-    worker on 2 cores fills that idle time (measured on the suite, docs/layout.md)."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_configure(config):
     """One JAX compilation cache and one torch.compile cache for the session (its xdist workers
     inherit the variables, and the scripts they start): the JAX scripts are started dozens of
