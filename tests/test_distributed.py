@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 from ports import free_port
-from scripts_testing import REPO_ROOT, script_env
+from scripts_testing import REPO_ROOT, finish_script, script_env, start_script
 from update_rank import (
     CASES,
     NUM_ENVS,
@@ -51,6 +51,9 @@ SIBLINGS = {"ppo_atari_envpool_multigpu": "ppo_atari_envpool", "ppo_atari_multig
 
 
 def rank_env(cwd, rank: int, world_size: int, port: int, **extra) -> dict:
+    """torchrun's variables for `rank`; the test session's PYTHONPATH (tests/ is the rank
+    script's own folder, first on its path), as for every script the suite starts through the
+    preloaded interpreter (another one would need a new interpreter)."""
     return script_env(
         cwd,
         RANK=str(rank),
@@ -59,16 +62,17 @@ def rank_env(cwd, rank: int, world_size: int, port: int, **extra) -> dict:
         LOCAL_WORLD_SIZE=str(world_size),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
-        PYTHONPATH=f"{REPO_ROOT}:{REPO_ROOT / 'tests'}",
         **extra,
     )
 
 
 def single_process_update(name: str, case: str, monkeypatch):
-    """The sibling's update on the whole rollout; also the gradient norms it clipped."""
+    """The sibling's update on the whole rollout; also the gradient norms it clipped and the
+    network's parameters before the update."""
     max_grad_norm, lr = CASES[case]
     script = load_script(SIBLINGS[name])
     agent, optimizer, rollout, advantages, returns = make_case(SIBLINGS[name], lr=lr)
+    initial = {key: value.clone() for key, value in agent.state_dict().items()}
     norms, clip = [], torch.nn.utils.clip_grad_norm_
 
     def recording_clip(*args, **kwargs):
@@ -81,40 +85,35 @@ def single_process_update(name: str, case: str, monkeypatch):
     args = make_args(max_grad_norm=max_grad_norm)
     stats = script.update(script.ppo_loss, agent, optimizer, args, rollout, advantages, returns)
     monkeypatch.undo()
-    return agent.state_dict(), {k: float(v.detach()) for k, v in stats.items()}, norms
+    return agent.state_dict(), {k: float(v.detach()) for k, v in stats.items()}, norms, initial
 
 
 @pytest.fixture(scope="module")
 def rank_results(tmp_path_factory):
-    """What each rank of update_rank.py saved, for both scripts: 2 gloo ranks each, all at once."""
+    """What each rank of update_rank.py saved, for both scripts: 2 gloo ranks each, all at once,
+    each a process of its own forked from the preloaded interpreter (tests/preload_testing.py)."""
     tmp_path, world_size = tmp_path_factory.mktemp("ranks"), 2
     procs = {}
     for name in SIBLINGS:
         port = free_port()
         procs[name] = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    str(REPO_ROOT / "tests" / "update_rank.py"),
-                    name,
-                    str(tmp_path / f"{name}_{r}.pt"),
-                ],
-                cwd=tmp_path,
+            start_script(
+                [name, str(tmp_path / f"{name}_{r}.pt")],
+                tmp_path,
+                script=REPO_ROOT / "tests" / "update_rank.py",
                 env=rank_env(tmp_path, r, world_size, port),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
             )
             for r in range(world_size)
         ]
     results = {}
     for name, ranks in procs.items():
-        outputs = [p.communicate(timeout=180)[0] for p in ranks]
+        ended = [finish_script(p, timeout=180) for p in ranks]
+        outputs = [done.stdout + done.stderr for done in ended]
         saved = [tmp_path / f"{name}_{r}.pt" for r in range(world_size)]
         assert all(path.exists() for path in saved), "\n".join(outputs)
         results[name] = [
-            torch.load(path) | {"ended": (p.returncode, out)}
-            for path, p, out in zip(saved, ranks, outputs)
+            torch.load(path) | {"ended": (done.returncode, out)}
+            for path, done, out in zip(saved, ended, outputs)
         ]
     return results
 
@@ -123,11 +122,11 @@ def rank_results(tmp_path_factory):
 def test_two_ranks_update_as_one_process_on_the_whole_rollout(name, rank_results, monkeypatch):
     ranks = rank_results[name]
     for case, (max_grad_norm, lr) in CASES.items():
-        expected_params, expected_stats, norms = single_process_update(name, case, monkeypatch)
+        expected = single_process_update(name, case, monkeypatch)
+        expected_params, expected_stats, norms, initial = expected
         # the clipped cases clip every minibatch's gradient, the unclipped one none
         assert len(norms) == NUM_MINIBATCHES * make_args().update_epochs, case
         assert all((norm > max_grad_norm) == (case != "unclipped") for norm in norms), (case, norms)
-        initial = make_case(SIBLINGS[name], lr=lr)[0].state_dict()
         for got in (r[case] for r in ranks):
             assert got["params"].keys() == expected_params.keys()
             for key, value in expected_params.items():

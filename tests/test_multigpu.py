@@ -28,6 +28,7 @@ from scripts_testing import (
     run_dirs,
     run_script,
     script_env,
+    start_script,
 )
 
 from cleanrl_utils.files.state_file import list_checkpoints, read_checkpoint
@@ -67,11 +68,15 @@ def envpool_args(iterations: int, batch: int = BATCH) -> list[str]:
 
 
 def env_of(cwd, **extra) -> dict[str, str]:
-    return script_env(cwd, PYTHONPATH=str(REPO_ROOT), **extra)
+    """The test session's PYTHONPATH (the project installed, or named there), as for every script
+    the suite starts: another one would need a new interpreter (tests/preload_testing.py)."""
+    return script_env(cwd, **extra)
 
 
 def start(command: list[str], cwd: Path, env: dict | None = None, **popen) -> subprocess.Popen:
-    """A command (torchrun, or one rank) in `cwd`, in its own process group, output to files."""
+    """A command (torchrun, or one rank) in `cwd`, in its own process group (a new session: the
+    stop tests signal it, or its group, as a terminal would), output to files; a new
+    interpreter."""
     import tempfile
 
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
@@ -88,6 +93,16 @@ def start(command: list[str], cwd: Path, env: dict | None = None, **popen) -> su
     )
     proc.output_files = (out, err)
     return proc
+
+
+def start_forked(command: list[str], cwd: Path, env: dict | None = None):
+    """A command (`python SCRIPT ...` or `python -m MODULE ...`: a rank, torchrun) that no test
+    signals as a group, in `cwd`: a process of its own forked from the preloaded interpreter
+    (tests/preload_testing.py), a new interpreter where its environment needs one. Its Popen
+    handle's pid is the process's own (torchrun's workers are its children)."""
+    target = {"module": command[2]} if command[1] == "-m" else {"script": command[1]}
+    args = command[3:] if command[1] == "-m" else command[2:]
+    return start_script(args, cwd, env=env or env_of(cwd), **target)
 
 
 def torchrun(
@@ -195,12 +210,11 @@ def shims(folder: Path, srun_body: str) -> dict[str, str]:
 
 def render_multinode(cwd: Path, args: list[str]) -> Path:
     command = f"python {ENVPOOL} {' '.join(args)}"
-    rendered = subprocess.run(
-        [sys.executable, "-m", "cleanrl_utils.benchmark", "--slurm-template-path",
-         str(MULTINODE_TEMPLATE), "--no-auto-tag", "--env-ids", "Breakout-v5", "--num-seeds", "1",
-         "--command", command, "--slurm-nodes", "2", "--slurm-gpus-per-task", "1",
-         "--slurm-total-cpus", "2"],
-        cwd=cwd, env=env_of(cwd), capture_output=True, text=True, timeout=60,
+    rendered = run_script(
+        ["--slurm-template-path", str(MULTINODE_TEMPLATE), "--no-auto-tag", "--env-ids",
+         "Breakout-v5", "--num-seeds", "1", "--command", command, "--slurm-nodes", "2",
+         "--slurm-gpus-per-task", "1", "--slurm-total-cpus", "2"],
+        cwd, module="cleanrl_utils.benchmark", env=env_of(cwd), timeout=60,
     )  # fmt: skip
     assert rendered.returncode == 0, rendered.stdout + rendered.stderr
     (path,) = (cwd / "slurm").glob("*.slurm")
@@ -239,12 +253,12 @@ def runs(tmp_path_factory):
         "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
     }
     cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "slurm"]}
-    procs = {name: start(command, cwds[name]) for name, command in specs.items()}
+    procs = {name: start_forked(command, cwds[name]) for name, command in specs.items()}
     procs["slurm"] = start_multinode_task(cwds["slurm"], envpool_args(4))
     cwds["compiled"] = tmp_path_factory.mktemp("compiled")
     compiled = ours(ENVPOOL, [*envpool_args(4), "--compile"])  # as "two": the same lr schedule
     logs = env_of(cwds["compiled"], TORCH_LOGS="dynamo,recompiles")
-    procs["compiled"] = start(compiled, cwds["compiled"], logs)
+    procs["compiled"] = start_forked(compiled, cwds["compiled"], logs)  # (a new interpreter)
     done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
     yield {name: (cwds[name], done[name]) for name in done}
 
@@ -347,7 +361,7 @@ def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_pa
     (run_dir / "checkpoint_0000004.ckpt").unlink()
     for events in run_dir.glob("events.out.tfevents.*"):
         events.unlink()  # (the resumed run's own events only)
-    resumed = finish_script(start(torchrun(ENVPOOL, ["--resume", str(run_dir)]), tmp_path))
+    resumed = finish_script(start_forked(torchrun(ENVPOOL, ["--resume", str(run_dir)]), tmp_path))
     assert resumed.returncode == 0, describe(resumed)
     assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
     again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
@@ -380,7 +394,11 @@ STOPS = {  # how: (exit code, the signal as the stop's line names it)
 @pytest.mark.slow
 @pytest.mark.parametrize("how", list(STOPS))
 def test_a_stop_signal_stops_every_rank_after_the_same_iteration(tmp_path, how):
-    proc = start(ours(ENVPOOL, envpool_args(40)), tmp_path, preexec_fn=sighup_not_ignored)
+    command = ours(ENVPOOL, envpool_args(40))
+    if how.startswith("SIGHUP"):  # a new session, whose group a closed terminal signals
+        proc = start(command, tmp_path, preexec_fn=sighup_not_ignored)
+    else:  # a signal to one process (SIGHUP not ignored there too: the launcher forwards it)
+        proc = start_forked(command, tmp_path)
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, proc)
     if how == "SIGUSR1 to rank 1":
         os.kill(worker_pids(proc.pid)[1], signal.SIGUSR1)  # one rank only: the ranks agree
@@ -411,7 +429,7 @@ def test_a_rank_killed_before_any_checkpoint_is_exit_1_a_recorded_stop_and_no_re
     tmp_path,
 ):
     args = [*envpool_args(4000), "--checkpoint-every", "0"]  # (still training when killed)
-    proc = start(ours(ENVPOOL, args), tmp_path)
+    proc = start_forked(ours(ENVPOOL, args), tmp_path)
     # rank 0's first progress line: the first iteration is done, both ranks are training (the
     # event file comes before the envs: a kill then came before training began, and rank 0
     # stopped on torchrun's SIGTERM with 75)
@@ -444,7 +462,7 @@ def test_two_loopback_nodes_that_disagree_stop_before_any_env_with_one_line_and_
     ]
     args = envpool_args(2)
     second = [*args, "--learning-rate", "0.5", "--local-num-envs", "3"]  # (the last one counts)
-    procs = [start(ours(ENVPOOL, a, nodes), tmp_path) for a in (args, second)]
+    procs = [start_forked(ours(ENVPOOL, a, nodes), tmp_path) for a in (args, second)]
     done = [finish_script(p, timeout=120) for p in procs]
     expected = (
         "error: the ranks disagree on --learning-rate: 0.00025 on rank 0, 0.5 on rank 1; "
@@ -473,7 +491,7 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
     (sees / "runs" / straight.name / "checkpoint_0000004.ckpt").unlink()
     port, args = free_port(), [*envpool_args(4), "--resume", "auto"]
     ranks = [
-        start(rank_command(ENVPOOL, args), cwd, rank_env(cwd, r, port))
+        start_forked(rank_command(ENVPOOL, args), cwd, rank_env(cwd, r, port))
         for r, cwd in enumerate((sees, blind))
     ]
     started = time.time()
@@ -494,7 +512,7 @@ def test_a_rank_that_cannot_see_the_runs_folder_is_caught_at_the_start(runs, tmp
         "--rdzv-id=blind",
     ]
     explicit = ["--resume", f"runs/{straight.name}"]
-    procs = [start(ours(ENVPOOL, explicit, nodes), cwd) for cwd in (sees, blind)]
+    procs = [start_forked(ours(ENVPOOL, explicit, nodes), cwd) for cwd in (sees, blind)]
     started = time.time()
     done = [finish_script(p, timeout=120) for p in procs]
     assert time.time() - started < 60
@@ -511,7 +529,8 @@ def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_cont
     port = free_port()
     args = envpool_args(4)
     ranks = [
-        start(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port)) for r in (0, 1)
+        start_forked(rank_command(ENVPOOL, args), tmp_path, rank_env(tmp_path, r, port))
+        for r in (0, 1)
     ]
     wait_for("runs/*/checkpoint_0000002.ckpt", tmp_path, ranks[0])
     ranks[0].kill()
@@ -533,7 +552,7 @@ def test_a_rank_killed_with_9_ends_the_others_with_one_line_and_resume_auto_cont
 
     port = free_port()
     again = [
-        start(
+        start_forked(
             rank_command(ENVPOOL, [*args, "--resume", "auto"]),
             tmp_path,
             rank_env(tmp_path, r, port),
@@ -558,7 +577,7 @@ def test_bad_input_is_one_error_line_on_every_rank_before_any_env(tmp_path):
         ([], {"WORLD_SIZE": "2", "CLEANRL_DIST_TIMEOUT_S": "abc"}, ["CLEANRL_DIST_TIMEOUT_S"]),
     ]
     started = [  # all at once: each is a process of its own
-        (start(rank_command(ENVPOOL, args), tmp_path, env_of(tmp_path, **extra)), words)
+        (start_forked(rank_command(ENVPOOL, args), tmp_path, env_of(tmp_path, **extra)), words)
         for args, extra, words in cases
     ]
     for proc, words in started:
@@ -573,7 +592,7 @@ def test_a_port_in_use_is_one_error_line_and_no_rank_waits_for_ever(tmp_path):
         port = taken.getsockname()[1]
         extra = {"CLEANRL_DIST_TIMEOUT_S": "5"}
         ranks = [
-            start(
+            start_forked(
                 rank_command(ENVPOOL, envpool_args(2)),
                 tmp_path,
                 rank_env(tmp_path, r, port, **extra),
