@@ -8,8 +8,10 @@ The tests share one xdist worker and its cluster (one cluster, one install of SL
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from scripts_testing import run_dirs
 from slurm_cluster import SlurmCluster
 
 from cleanrl_utils.files.state_file import read_checkpoint
+from cleanrl_utils.run.folder_guard import lock_holder
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
@@ -32,6 +35,11 @@ SMOKE_RUN = (
 )
 ENV_IDS = ["Breakout-v5", "Pong-v5"]
 SEEDS = [1, 2]
+# the real script's runs of each template: the GPU template's every env id and seed (no other test
+# submits it); the CPU template's, one seed of each env id (its env id x seed grid, task by task,
+# is test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto's, and the script's
+# runs under it, stopped and resumed, the tests after it)
+TEMPLATE_SEEDS = {"gpu": SEEDS, "cpu": SEEDS[:1]}
 TEMPLATE_FLAGS = {
     "gpu": [
         "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_1gpu.slurm_template"),
@@ -99,7 +107,7 @@ def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
             "--env-ids",
             *ENV_IDS,
             "--num-seeds",
-            str(len(SEEDS)),
+            str(len(TEMPLATE_SEEDS[name])),
             "--workers",
             "2",
             "--command",
@@ -111,16 +119,17 @@ def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
     outputs = {name: finish(launcher, cluster, timeout=240) for name, launcher in launchers.items()}
     for name, output in outputs.items():
         assert launchers[name].returncode == 0, f"{name} template:\n{output}\n{cluster.log_tail()}"
-        assert "4 of 4 runs succeeded" in output
+        runs = len(ENV_IDS) * len(TEMPLATE_SEEDS[name])
+        assert f"{runs} of {runs} runs succeeded" in output
         for env_id in ENV_IDS:
-            for seed in SEEDS:
+            for seed in TEMPLATE_SEEDS[name]:
                 assert f"[done]   {env_id} seed {seed}" in output
                 run_dirs = list((tmp_path / name / "runs").glob(f"{env_id}__*__{seed}__*"))
                 assert len(run_dirs) == 1, f"{name}: no run directory for {env_id} seed {seed}"
                 assert (run_dirs[0] / "config.json").exists()
         # the GPU template asked for a GPU per task, and the scheduler granted it
         logs = sorted((tmp_path / name / "slurm" / "logs").glob("*.out"))
-        assert len(logs) == 4
+        assert len(logs) == runs
     gpu_job = scontrol_job(cluster, job_id(outputs["gpu"]))
     assert "TresPerTask=gres:gpu:1" in gpu_job
 
@@ -165,6 +174,15 @@ def scontrol_job(cluster: SlurmCluster, job: str) -> str:
     ).stdout
 
 
+def suspend_run(run_dir: Path) -> int:
+    """SIGSTOP to the process training in `run_dir` (the holder of its folder's lock): it uses
+    no CPU until the test sends SIGCONT, and a stop signal sent meanwhile waits for that."""
+    pid = lock_holder(run_dir.stat().st_ino)
+    assert pid != "unknown", f"no process holds {run_dir}"
+    os.kill(int(pid), signal.SIGSTOP)
+    return int(pid)
+
+
 def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
     code = (
         "import sys\n"
@@ -192,12 +210,14 @@ def test_a_failing_task_is_reported_as_failed(cluster, tmp_path):
 
 def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, tmp_path):
     """SIGUSR1 (what `--signal=USR1@120` sends before the time limit) makes the run write a
-    checkpoint and exit with 75; the template requeues the task, which resumes and finishes."""
-    iterations = 40
+    checkpoint and exit with 75; the template requeues the task, which resumes and finishes.
+    The run is suspended from its first checkpoint until it has the signal: it is still training
+    then however busy the machine is, and its budget need not outlast the test's steps."""
+    iterations = 12
     command = (
         f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
         f"--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
-        f"--total-timesteps {iterations * 32} --checkpoint-every 5"
+        f"--total-timesteps {iterations * 32} --checkpoint-every 4"
     )
     launcher = start_launcher(
         cluster, tmp_path,
@@ -205,10 +225,11 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
         *TEMPLATE_FLAGS["cpu"],
     )  # fmt: skip
     deadline = time.time() + 180
-    while not list(tmp_path.glob("runs/*/checkpoint_0000005.ckpt")):
+    while not (checkpoints := list(tmp_path.glob("runs/*/checkpoint_0000004.ckpt"))):
         if launcher.poll() is not None or time.time() > deadline:
-            pytest.fail(f"no checkpoint at iteration 5:\n{finish(launcher, cluster, 1)}")
+            pytest.fail(f"no checkpoint at iteration 4:\n{finish(launcher, cluster, 1)}")
         time.sleep(0.1)
+    pid = suspend_run(checkpoints[0].parent)
     queue = subprocess.run(
         ["squeue", "--noheader", "--states=R", "--format=%i %Z"],
         env=cluster.env, capture_output=True, text=True, check=True,
@@ -219,6 +240,7 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
     ]
     assert len(running) == 1, queue
     subprocess.run(["scancel", "--signal=USR1", running[0]], env=cluster.env, check=True)
+    os.kill(pid, signal.SIGCONT)  # (SIGUSR1 waits for it)
     output = finish(launcher, cluster, timeout=240)
     assert launcher.returncode == 0, f"{output}\n{cluster.log_tail()}"
     assert "[requeued] Breakout-v5 seed 1" in output and "1 of 1 runs succeeded" in output
@@ -266,7 +288,8 @@ def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster
     """What `--resume auto` needs to find a task's own run: the command the templates start sees
     the same SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID and SLURM_JOB_ID after a requeue, and
     `--resume auto` on its command line. Each task exits with 75 (a stop signal's checkpoint)
-    the first time, so the template requeues it."""
+    the first time, so the template requeues it. The tasks of 2 env ids x 2 seeds: each task's
+    own env id and seed, as the CPU template picks them from its array task id."""
     code = (
         "import os, sys\n"
         "names = 'SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID SLURM_JOB_ID SLURM_RESTART_COUNT'\n"
@@ -275,14 +298,15 @@ def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster
     )
     launcher = start_launcher(
         cluster, tmp_path,
-        "--env-ids", "Breakout-v5", "--num-seeds", "2", "--workers", "2",
+        "--env-ids", *ENV_IDS, "--num-seeds", str(len(SEEDS)), "--workers", "4",
         "--command", python_command(code), *TEMPLATE_FLAGS["cpu"],
     )  # fmt: skip
     output = finish(launcher, cluster, timeout=120)
     assert launcher.returncode == 0, f"{output}\n{cluster.log_tail()}"
-    assert "2 of 2 runs succeeded" in output
+    assert "4 of 4 runs succeeded" in output
     array_job = job_id(output)
-    for task, seed in enumerate(SEEDS):
+    tasks = [(env_id, seed) for env_id in ENV_IDS for seed in SEEDS]
+    for task, (env_id, seed) in enumerate(tasks):
         (log,) = (tmp_path / "slurm" / "logs").glob(f"*_{array_job}_{task}.out")
         lines = [line.split() for line in log.read_text().splitlines() if line.startswith("ids ")]
         assert len(lines) == 2, log.read_text()  # --open-mode=append: both attempts
@@ -290,8 +314,8 @@ def test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto(cluster
         array_id, task_id, job, _ = first[1:5]
         assert (array_id, task_id) == (array_job, str(task)) and job.isdigit()
         assert second[1:5] == [array_id, task_id, job, "1"]  # the same ids after the requeue
-        assert first[5:] == ["--env-id", "Breakout-v5", "--seed", str(seed)]
-        assert second[5:] == ["--env-id", "Breakout-v5", "--seed", str(seed), "--resume", "auto"]
+        assert first[5:] == ["--env-id", env_id, "--seed", str(seed)]
+        assert second[5:] == ["--env-id", env_id, "--seed", str(seed), "--resume", "auto"]
 
 
 def submit_array(cluster: SlurmCluster, cwd: Path, command: str, *flags: str) -> str:
@@ -323,7 +347,9 @@ def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     """Two array jobs in one folder with the same script, env id and seed (the same command
     submitted twice as two sweeps, `--sweep`; the same command as one sweep continues its runs
     instead), both stopped (SIGUSR1, as before a time limit) and requeued: each task resumes its
-    own run, not the newest run of that env id and seed, which is the second job's."""
+    own run, not the newest run of that env id and seed, which is the second job's. Each run is
+    suspended from its first checkpoint until it has its signal (it trains on no CPU while the
+    other job starts)."""
     command = (
         f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
         "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
@@ -333,15 +359,19 @@ def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     def checkpointed() -> list[Path]:
         return sorted({p.parent for p in tmp_path.glob("runs/*/checkpoint_*.ckpt")})
 
-    jobs = []
+    jobs, suspended = [], []
     try:
         jobs.append(submit_array(cluster, tmp_path, command))
         (first_run,) = wait_until(checkpointed, "checkpoint of the first job", cluster)
+        suspended.append(suspend_run(first_run))
         jobs.append(submit_array(cluster, tmp_path, command, "--sweep", "the-second"))
         wait_until(lambda: len(checkpointed()) == 2, "checkpoint of the second job", cluster)
         (second_run,) = set(checkpointed()) - {first_run}
+        suspended.append(suspend_run(second_run))
         for job in jobs:
             subprocess.run(["scancel", "--signal=USR1", job], env=cluster.env, check=True)
+        for pid in suspended:
+            os.kill(pid, signal.SIGCONT)  # (SIGUSR1 waits for it)
         logs = [tmp_path / "slurm" / "logs" / f"cleanrl_{job}_0.out" for job in jobs]
         resumed = wait_until(
             lambda: all("resuming " in log.read_text() for log in logs) and logs,
