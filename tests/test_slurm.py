@@ -213,7 +213,7 @@ def test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint(cluster, t
     checkpoint and exit with 75; the template requeues the task, which resumes and finishes.
     The run is suspended from its first checkpoint until it has the signal: it is still training
     then however busy the machine is, and its budget need not outlast the test's steps."""
-    iterations = 12
+    iterations = 16
     command = (
         f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
         f"--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
