@@ -33,8 +33,8 @@ before the run. What the run cannot do (bad input, a checkpoint it cannot use, a
 training) is a `RunError` that the script's entry point says in one line and exits with.
 
 The parts, one job each, in this package: `resume` (the checkpoint and the arguments reconciled
-with it), `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `checkpointer`
-(writing them, a rewind, a failing disk), `records` (config.json, TensorBoard, W&B), `folder`
+with it), `stops` (the stop signals: a checkpoint and 75, or 130 after Ctrl-C), `checkpoints`
+(writing them, a rewind, a failing disk), `records` (config.json, TensorBoard, W&B), `folder_guard`
 (the folder's lock, a failing disk), `process` (what the run borrows from the process),
 `diverged` (a state no longer finite); and `cleanrl_utils.console.progress`. What it says goes through
 `output`: a stdout or stderr that is gone loses the line, never the run.
@@ -356,7 +356,7 @@ class Run:
 
     def exit_code(self) -> int:
         """0; after a stop signal (its checkpoint is written) `CHECKPOINT_EXIT`, or
-        `INTERRUPTED` for Ctrl-C: the first signal's (`exits.stop_code`)."""
+        `INTERRUPTED` for Ctrl-C: the first signal's (`signals.stop_code`)."""
         return stop_code(self.stop.signal) if self.stop_requested else 0
 
     def __enter__(self) -> Run:

@@ -1,13 +1,13 @@
 """What a run changes in its process while it lives, and gives back when it ends: the handlers of
-its stop signals (SIGTERM, SIGUSR1, SIGHUP, Ctrl-C: `exits.StopRequest`; one the process ignores,
+its stop signals (SIGTERM, SIGUSR1, SIGHUP, Ctrl-C: `signals.StopRequest`; one the process ignores,
 SIGHUP under `nohup`, stays ignored), `sys.stdout` on the ranks of a multi-process run other than
 0 (their informational lines would repeat rank 0's: they go to os.devnull), `sys.excepthook`
 (which a library started by the run may replace: W&B), and the claim a run of a sweep holds on
 its env id and seed (`cleanrl_utils.run.resume.claim_sweep_run`).
 
-The stops a run recorded before its handlers caught them (`exits.hold_stops`) are forgotten when
-it ends (`exits.release_stops`): a next run in the process starts with none. A script run as a
-program gets back the handlers its first import installed (`exits.record_stops`), which from then
+The stops a run recorded before its handlers caught them (`signals.hold_stops`) are forgotten when
+it ends (`signals.release_stops`): a next run in the process starts with none. A script run as a
+program gets back the handlers its first import installed (`signals.record_stops`), which from then
 on ignore a stop: a signal that comes while the process exits (torchrun's SIGTERM to the ranks
 left, once one has ended) leaves its exit code its own. A notebook or a test gets back its own."""
 
