@@ -9,8 +9,7 @@ from functools import partial
 
 import cleanrl_utils.entry  # noqa: F401 (first: a missing extra below is one line, not a traceback)
 from cleanrl_utils.after_training import save_and_evaluate
-from cleanrl_utils.checks.args import check_ppo_args, parse_args
-from cleanrl_utils.checks.env_ids import check_ale_vector_id
+from cleanrl_utils.checks import check_ale_vector_id, check_ppo_args, parse_args
 from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.envs import atari_wrappers
 from cleanrl_utils.ppo.compile import compiled
