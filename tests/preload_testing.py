@@ -51,6 +51,12 @@ READ_AT_IMPORT = (
     "NVIDIA", "MPL", "LD_", "PYTHON", "TF_", "TRITON", "ENVPOOL", "GLOG", "TPU", "LANG", "LC_",
     "HOME", "XDG_",
 )  # fmt: skip
+# ... but not these, read only when a run asks for them, which the server never does: XLA reads
+# XLA_FLAGS when JAX's backend starts (the first `jax.devices()`: the server has none, it stays
+# one thread), and the JAX processes' variables are read by `jax.distributed.initialize` and
+# cleanrl_utils.distributed.jax_processes. A run on two CPU devices, or one of two processes,
+# starts from the server then (tests/test_preload.py shows the devices it sees).
+READ_LATER = ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 ENABLED = os.environ.get("CLEANRL_TESTS_PRELOAD", "1") != "0"
 
 
@@ -60,7 +66,9 @@ def preloadable(env: dict[str, str], server_env: dict[str, str]) -> bool:
     base = _started[0].env if _started else server_env
     names = set(env) | set(base)
     return not any(
-        env.get(name) != base.get(name) for name in names if name.startswith(READ_AT_IMPORT)
+        env.get(name) != base.get(name)
+        for name in names
+        if name.startswith(READ_AT_IMPORT) and name not in READ_LATER
     )
 
 

@@ -177,6 +177,26 @@ def test_a_variable_read_at_import_gets_a_new_interpreter(monkeypatch, tmp_path)
     assert finish_script(proc).returncode == 0
 
 
+def test_a_variable_read_only_when_a_run_asks_starts_from_the_server(monkeypatch, tmp_path):
+    """XLA_FLAGS and the JAX processes' variables (preload_testing.READ_LATER): a run on two CPU
+    devices, one of two processes, starts from the server and sees what a new interpreter sees."""
+    script = tmp_path / "devices.py"
+    script.write_text(
+        "import os, jax\n"
+        "print(len(jax.devices()), os.environ['JAX_PROCESS_ID'], os.environ['XLA_FLAGS'])\n"
+    )
+    flags = "--xla_force_host_platform_device_count=2"
+    env = script_env(tmp_path, XLA_FLAGS=flags, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="1")
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(
+            monkeypatch, lambda: start_script([], tmp_path, script=script, env=env)
+        )
+    )
+    assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout == f"2 1 {flags}\n"
+
+
 @pytest.mark.slow
 def test_the_script_says_the_same_both_ways(monkeypatch, tmp_path):
     """Its help, and a bad input's one line and exit code."""
