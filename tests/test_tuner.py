@@ -83,8 +83,12 @@ def run_configs(cwd: Path) -> dict[str, dict]:
 
 
 def shared_study_commands() -> list[list[str]]:
+    """Two tuners of a 3-trial study, with 2 and 1 workers: started together, they fill their 3
+    workers at about the same moment, so that each asks the shared storage for a trial while the
+    other does (the race in which a trial could run twice), and each gets at least one (the first
+    trial to end, a run's whole start-up later, finds the study's 3 trials taken)."""
     args = tuner_command(
-        "study.log", "shared", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "4"
+        "study.log", "shared", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "3"
     )
     return [[*args, "--workers", "2"], [*args, "--workers", "1"]]
 
@@ -150,7 +154,7 @@ def test_two_tuners_share_a_study_and_complete_every_trial_once(shared_study):
         assert proc.returncode == 0, describe(proc)
     study = load_study(cwd, "study.log", "shared")
     trials = study.get_trials()
-    assert len(trials) >= 4  # (two tuners asking at the same moment may add one more)
+    assert len(trials) >= 3  # (two tuners asking at the same moment may add one more)
     assert all(t.state.name == "COMPLETE" for t in trials), [t.state for t in trials]
     # both tuners ran trials, each trial its own run, tagged with its study and trial
     assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2
