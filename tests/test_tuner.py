@@ -457,14 +457,23 @@ def test_help_explains_every_flag(tmp_path):
 @pytest.mark.slow
 @pytest.mark.xdist_group("test_slurm")  # (one test cluster at a time: two at once ran no job)
 def test_a_slurm_array_of_tuners_completes_a_shared_study(tmp_path):
+    """The tuners run tests/sweep_run.py (the array is what is tested, not the script): each of the
+    3 tuners (the one that submits, the array's 2) probes the script, each trial runs it, and
+    sweep_run.py's start-up costs a fraction of ppo_atari_envpool.py's (0.2 CPU-s, not 3.5, for
+    a probe; 2, not 7, for a run)."""
     from slurm_cluster import SlurmCluster
 
     with SlurmCluster(tmp_path / "cluster", cpus=2, gpus=0) as cluster:
         cwd = tmp_path / "study"
         cwd.mkdir()
+        # a run of 100 iterations, each taking 0.1 s (sleeping) while `slow` is there: the array's
+        # second tuner asks for a trial before the first one's run is over, as it did when the run
+        # was ppo_atari_envpool.py's, which took as long to start (each tuner runs one trial)
+        (cwd / "slow").touch()
         args = tuner_command(
-            "study.log", "array", "--script-args=--total-timesteps 64 " + TINY, "--num-trials", "2"
-        )
+            "study.log", "array", "--script-args=--total-timesteps 800", "--num-trials", "2",
+            script=SWEEP_RUN,
+        )  # fmt: skip
         args += ["--slurm-template-path", str(REPO_ROOT / "benchmark" / "tuner_cpu.slurm_template")]
         env = {**cluster.env, "PYTHONPATH": str(REPO_ROOT)}
         submitted = run_script(args, cwd, module="cleanrl_utils.tuner", env=env, timeout=300)
