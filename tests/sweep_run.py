@@ -39,6 +39,10 @@ class Args:
     """the steps of each environment per iteration"""
     total_timesteps: int = 0
     """the steps in all (0: from the seed)"""
+    learning_rate: float = 2.5e-4
+    """unused: a float flag of the scripts', for the tuner's tests to search over"""
+    ent_coef: float = 0.01
+    """unused, as `learning_rate`"""
     batch_size: int = field(default=0, init=False)
     """the steps of an iteration (filled in at runtime)"""
     num_iterations: int = field(default=0, init=False)
