@@ -29,6 +29,7 @@ Runs on the CPU (JAX's default backend here).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -36,12 +37,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import tyro
 from flax.training.train_state import TrainState
 
+from cleanrl_utils.checks import parse_args
+from cleanrl_utils.console.errors import entry_point, fail
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.scripts import load_script
 from cleanrl_utils.files.state_file import read_checkpoint, restored_value
+from cleanrl_utils.run.resume import given_flags
 
 loop = load_script("ppo_atari_envpool_xla_jax")
 scan = load_script("ppo_atari_envpool_xla_jax_scan")
@@ -178,8 +181,19 @@ def lockstep(args: Options, report=print) -> list[dict]:
     return records
 
 
+def options(argv: list[str] | None = None) -> Options:
+    """The command line as a run reads it: bad input is one `error:` line and exit 2, and
+    `--protocol machado` gives its five settings (a setting given against it is bad input)."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(Options, argv)
+    if problem := protocols.protocol_problem(args, given_flags(args, argv)):
+        fail(problem)
+    return protocols.resolved(args)
+
+
+@entry_point()
 def main() -> None:
-    lockstep(tyro.cli(Options), report=lambda line: print(line, flush=True))
+    lockstep(options(), report=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

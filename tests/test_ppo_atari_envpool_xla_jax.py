@@ -47,6 +47,7 @@ from scripts_testing import (
 from cleanrl import ppo_atari_envpool as torch_script
 from cleanrl import ppo_atari_envpool_xla_jax as loop_script
 from cleanrl import ppo_atari_envpool_xla_jax_scan as scan_script
+from cleanrl_utils.console.errors import RunError
 from cleanrl_utils.envs.protocols import MACHADO
 
 # the scripts and evaluators started here fork from a process that runs JAX's threads; they
@@ -866,6 +867,16 @@ def test_the_two_scripts_compute_the_same_at_every_iteration_of_a_whole_schedule
         assert r["learning_rates"][0] == r["learning_rates"][1]
         assert r["rollout"] == r["gae"] == 0.0, r  # the same XLA program for the env and GAE
         assert r["update"] < 1e-4 and r["stats"] < 1e-2, r
+
+
+def test_lockstep_reads_the_protocol_as_a_run_does():
+    """`--protocol machado` gives the lockstep's envs its five settings (it once played the
+    published ones without a word); a setting given against it is one error line."""
+    lockstep = load_lockstep()
+    args = lockstep.options(["--protocol", "machado", "--iterations", "1"])
+    assert {name: getattr(args, name) for name in MACHADO} == MACHADO
+    with pytest.raises(RunError, match="--noop-max 0, and this command also gives --noop-max 5"):
+        lockstep.options(["--protocol", "machado", "--noop-max", "5"])
 
 
 @pytest.mark.slow
