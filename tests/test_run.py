@@ -365,6 +365,37 @@ class OtherRank:
         pass
 
 
+class SignalledWhileAgreeing(OtherRank):
+    """Rank 1 of 2, which gets SIGTERM while the ranks agree on the first iteration's stop (its
+    part, no signal, sent; a rank waits there for the slowest): the agreement is none."""
+
+    agreements = 0
+
+    def agreed_stop(self, signum):
+        self.agreements += 1
+        if self.agreements == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return signum
+
+
+def test_a_signal_that_comes_while_the_ranks_agree_stops_the_run_after_the_next_agreement(
+    tmp_path,
+):
+    """Not lost (the agreement's none once wrote over it: the rank trained on to its end, and a
+    preemption's SIGTERM lost the iterations since the last checkpoint), and not acted on by this
+    rank alone (the others go on after the agreement): all stop together, one iteration later."""
+    with Run(
+        torch_script.Args(**SMALL), SCRIPT, str(tmp_path), dist=SignalledWhileAgreeing()
+    ) as run:
+        derive_sizes(run.args)
+        run.start()
+        run.restore({})
+        run.end_iteration(1, 8, [], {})
+        assert not run.stop_requested and run.stop.signal == signal.SIGTERM
+        run.end_iteration(2, 16, [], {})
+        assert run.stop_requested and run.exit_code() == CHECKPOINT_EXIT
+
+
 def test_a_run_used_twice_in_one_process_leaves_it_as_it_found_it(tmp_path, capsys):
     """Signal handlers, `sys.excepthook` and `sys.stdout` are the process's again after each run
     (one rank; on another rank, stdout is os.devnull while the run lives), however it ends:

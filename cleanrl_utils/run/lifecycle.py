@@ -272,7 +272,8 @@ class Run:
             self.stop.receive(signal.SIGTERM)  # (what its pool would have sent)
         if self.dist is not None:  # every rank stops after the same iteration
             self.stop.agree(self.dist.agreed_stop(self.stop.signal))
-        self.stop.request()
+        else:
+            self.stop.request()
         last = iteration == self.args.num_iterations
         every = self.args.checkpoint_every
         self.global_step = global_step

@@ -64,8 +64,13 @@ class StopState:
         return first
 
     def agree(self, signum: int | None) -> None:
-        """The stop the ranks agreed on (`Distributed.agreed_stop`): theirs, whatever came here."""
-        self.signal = signum
+        """The stop the ranks agreed on (`Distributed.agreed_stop`, given this rank's `signal`):
+        when there is one, it is this rank's too and the run stops after this iteration. When
+        there is none, a signal that came here while the ranks agreed (after this rank's part was
+        sent: a rank waits there for the slowest) is kept for the next agreement, not dropped."""
+        if signum is not None:
+            self.signal = signum
+        self.requested = signum is not None
 
     def request(self) -> None:
         """The run stops now (a signal was received): after this iteration's checkpoint, or
