@@ -361,8 +361,22 @@ def test_a_resumed_two_rank_run_carries_on_as_the_run_never_stopped(runs, tmp_pa
     (run_dir / "checkpoint_0000004.ckpt").unlink()
     for events in run_dir.glob("events.out.tfevents.*"):
         events.unlink()  # (the resumed run's own events only)
-    resumed = finish_script(start_forked(torchrun(ENVPOOL, ["--resume", str(run_dir)]), tmp_path))
-    assert resumed.returncode == 0, describe(resumed)
+    # the 2 ranks started as srun can (no torchrun: forks of the preloaded interpreter, not 2 new
+    # ones): what a rank restores reads no launcher's variable, and the runs under torchrun are
+    # the other tests'
+    port = free_port()
+    resumed, rank1 = [
+        finish_script(p)
+        for p in [
+            start_forked(
+                rank_command(ENVPOOL, ["--resume", str(run_dir)]),
+                tmp_path,
+                rank_env(tmp_path, r, port),
+            )
+            for r in (0, 1)
+        ]
+    ]
+    assert resumed.returncode == 0 and rank1.returncode == 0, describe(resumed) + describe(rank1)
     assert "resuming" in resumed.stdout and "iteration 2 of 4" in resumed.stdout
     again = read_checkpoint(run_dir / "checkpoint_0000004.ckpt")
     at_4 = read_checkpoint(straight / "checkpoint_0000004.ckpt")
