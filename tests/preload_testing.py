@@ -14,8 +14,9 @@ interpreter). One difference no script reads: the objects the server imported ar
 the garbage collector's reach (`gc.freeze`). A test gets a `Popen`-like handle whose pid is the
 script's own, so signals reach it as they would. What a preloaded library read from the
 environment when it was imported cannot change: a start whose environment differs from the
-server's in a variable those libraries read (`JAX_*`, `TORCH*`, `OMP_*`, ...) gets a new interpreter, as does every start when
-`CLEANRL_TESTS_PRELOAD=0` (tests/test_preload.py runs the same scripts both ways)."""
+server's in a variable those libraries read (`JAX_*`, `TORCH*`, `OMP_*`, ...) gets a new
+interpreter, as does every start when `CLEANRL_TESTS_PRELOAD=0` (tests/test_preload.py runs the
+same scripts both ways)."""
 
 from __future__ import annotations
 
