@@ -26,8 +26,8 @@ def gloo_threads() -> list[str]:
         try:
             with open(f"/proc/self/task/{task}/comm") as comm:
                 names.append(comm.read().strip())
-        except FileNotFoundError:  # (a thread that ended since the listing)
-            pass
+        except (FileNotFoundError, ProcessLookupError):  # (a thread that ended since the listing:
+            pass  # its file gone, or still there with no thread behind it)
     return sorted(name for name in names if "gloo" in name)
 
 
