@@ -40,7 +40,7 @@ import optax
 from flax.training.train_state import TrainState
 
 from cleanrl_utils.checks import parse_args
-from cleanrl_utils.console.errors import entry_point, fail
+from cleanrl_utils.console.errors import entry_point
 from cleanrl_utils.envs import protocols
 from cleanrl_utils.files.scripts import load_script
 from cleanrl_utils.files.state_file import read_checkpoint, restored_value
@@ -186,9 +186,7 @@ def options(argv: list[str] | None = None) -> Options:
     `--protocol machado` gives its five settings (a setting given against it is bad input)."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(Options, argv)
-    if problem := protocols.protocol_problem(args, given_flags(args, argv)):
-        fail(problem)
-    return protocols.resolved(args)
+    return protocols.resolved(args, given_flags(args, argv))
 
 
 @entry_point()

@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from cleanrl_utils.console.errors import RunError
+
 SETTINGS = (
     "repeat_action_probability",
     "full_action_space",
@@ -150,10 +152,12 @@ def protocol_problem(args, given: set[str]) -> str | None:
     return None
 
 
-def resolved(args):
-    """`args` with `--protocol`'s settings (a new object; `args` is not changed), once
-    `protocol_problem` has found nothing wrong: the settings given on the command line agree with
-    it, the others take its values."""
+def resolved(args, given: set[str] = frozenset()):
+    """`args` with `--protocol`'s settings (a new object; `args` is not changed): the settings
+    given on the command line (`given`: field names) agree with it, the others take its values.
+    Raises `RunError` with `protocol_problem`'s line when they cannot."""
+    if problem := protocol_problem(args, given):
+        raise RunError(problem)
     args = copy.copy(args)
     if getattr(args, "protocol", None) is not None:
         for setting, value in named(args.protocol, args).items():

@@ -126,9 +126,8 @@ class Run:
         else:
             self.args, self.payload = resumed.args, resumed.payload
             self.dir, self.name, self.runs_dir = resumed.dir, resumed.name, resumed.dir.parent
-        if problem := protocols.protocol_problem(self.args, given):  # (as reconciled)
-            raise RunError(problem)
-        self.args = protocols.resolved(self.args)  # --protocol machado: its five settings
+        # --protocol machado: its five settings (checked against the args as reconciled)
+        self.args = protocols.resolved(self.args, given)
         self.protocol = protocols.settings(self.args)  # what the script's make_env takes
         done = self.payload["iteration"] if self.payload else 0
         self.start_iteration = done + 1
