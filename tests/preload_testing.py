@@ -16,7 +16,8 @@ script's own, so signals reach it as they would. What a preloaded library read f
 environment when it was imported cannot change: a start whose environment differs from the
 server's in a variable those libraries read (`JAX_*`, `TORCH*`, `OMP_*`, ...) gets a new
 interpreter, as does every start when `CLEANRL_TESTS_PRELOAD=0` (tests/test_preload.py runs the
-same scripts both ways)."""
+same scripts both ways); but not one read only when a run asks (`READ_LATER`), nor one whose
+reading the script's process can redo (`READ_AGAIN`: `TORCH_LOGS`)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,11 @@ READ_AT_IMPORT = (
 # cleanrl_utils.distributed.jax_processes. A run on two CPU devices, or one of two processes,
 # starts from the server then (tests/test_preload.py shows the devices it sees).
 READ_LATER = ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+# ... nor these, read at import by the call named, which the script's process makes again when
+# its value differs from the server's: torch reads TORCH_LOGS (what `torch.compile` logs: the
+# tests' proof that a run compiled) in `torch._logging._init_logs`, at import and at each
+# `torch._logging.set_logs`
+READ_AGAIN = {"TORCH_LOGS": ("torch._logging", "_init_logs")}
 ENABLED = os.environ.get("CLEANRL_TESTS_PRELOAD", "1") != "0"
 
 
@@ -71,7 +77,7 @@ def preloadable(env: dict[str, str], server_env: dict[str, str]) -> bool:
     return not any(
         env.get(name) != base.get(name)
         for name in names
-        if name.startswith(READ_AT_IMPORT) and name not in READ_LATER
+        if name.startswith(READ_AT_IMPORT) and name not in READ_LATER and name not in READ_AGAIN
     )
 
 
@@ -256,8 +262,12 @@ def _become(request: dict, fds: list[int]) -> dict:
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(request["cwd"])
+    server_values = {name: os.environ.get(name) for name in READ_AGAIN}
     os.environ.clear()
     os.environ.update(request["env"])
+    for name, (module, function) in READ_AGAIN.items():
+        if os.environ.get(name) != server_values[name]:
+            getattr(importlib.import_module(module), function)()
     return request
 
 

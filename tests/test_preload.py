@@ -172,9 +172,45 @@ def _printed(proc) -> bool:
 
 def test_a_variable_read_at_import_gets_a_new_interpreter(monkeypatch, tmp_path):
     monkeypatch.setattr(preload_testing, "ENABLED", True)
-    proc = start_script(["--help"], tmp_path, env=script_env(tmp_path, TORCH_LOGS="dynamo"))
+    proc = start_script(["--help"], tmp_path, env=script_env(tmp_path, OMP_NUM_THREADS="2"))
     assert not isinstance(proc, preload_testing.PreloadedProcess)
     assert finish_script(proc).returncode == 0
+
+
+# what torch.compile logs under TORCH_LOGS (the tests' proof that a run compiled): dynamo's
+# tracing, its recompilation (a second shape), and the loggers' levels
+COMPILE_LOGGED = """\
+import logging, torch
+f = torch.compile(lambda x: x * 2, backend="eager", dynamic=False)
+f(torch.zeros(2)), f(torch.zeros(3))
+print(logging.getLogger("torch._dynamo").level, logging.getLogger("torch._inductor").level)
+"""
+
+
+def test_torch_logs_are_read_again_in_the_script_started_from_the_server(monkeypatch, tmp_path):
+    """TORCH_LOGS (preload_testing.READ_AGAIN): the script logs what a new interpreter logs."""
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILE_LOGGED)
+    env = script_env(tmp_path, TORCH_LOGS="dynamo,recompiles")
+    fresh, preloaded = (
+        finish_script(proc)
+        for proc in both_ways(
+            monkeypatch, lambda: start_script([], tmp_path, script=script, env=env)
+        )
+    )
+    assert fresh.returncode == preloaded.returncode == 0, (fresh, preloaded)
+    assert fresh.stdout == preloaded.stdout
+
+    def logged(proc):
+        return [
+            line.split("] ", 1)[-1]
+            for line in proc.stderr.splitlines()
+            if "start tracing" in line or "Recompiling" in line
+        ]
+
+    assert logged(fresh) == logged(preloaded)
+    # (two traces, the second a recompilation for the new shape)
+    assert len(logged(fresh)) == 3, fresh.stderr
 
 
 def test_a_variable_read_only_when_a_run_asks_starts_from_the_server(monkeypatch, tmp_path):
