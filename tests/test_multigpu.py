@@ -1,5 +1,5 @@
-"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine),
-eager and compiled, alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
+"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine) and
+as srun starts 2 ranks, eager and compiled, alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
 resume, a rank killed with -9); bad input on every rank. The update itself is proven equal to
 the single-process update in test_distributed.py."""
 
@@ -230,11 +230,23 @@ def start_multinode_task(cwd: Path, args: list[str]) -> subprocess.Popen:
     return start(["bash", str(path)], cwd, shims(cwd, srun) | {"RDZV_PORT": str(port)})
 
 
+def start_two_ranks(script: Path, args: list[str], cwd: Path, **extra) -> list:
+    """Ranks 0 and 1 of a run, started as srun can (no torchrun): forks of the preloaded
+    interpreter with torchrun's variables, not a launcher and 2 new interpreters."""
+    port = free_port()
+    return [
+        start_forked(rank_command(script, args), cwd, rank_env(cwd, r, port, **extra))
+        for r in (0, 1)
+    ]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The module's runs, started at once so that they overlap: 2 ranks under torchrun (4
-    iterations), the same alone, the gymnasium script under torchrun and alone, 2 ranks on two
-    loopback nodes, 2 compiled ranks (dynamo saying what it traces)."""
+    iterations), the same alone, the gymnasium script on 2 ranks and alone, 2 ranks on two
+    loopback nodes, 2 compiled ranks (dynamo saying what it traces). A run of 2 ranks without
+    torchrun ("gym_two", "compiled": what they prove reads no launcher variable; "two" and the
+    stop tests are torchrun's) is there by its rank 0, and by its rank 1 as "NAME rank 1"."""
     gym_args = [*TINY, "--total-timesteps", str(BATCH)]
     specs = {
         "two": torchrun(ENVPOOL, envpool_args(4)),
@@ -249,16 +261,19 @@ def runs(tmp_path_factory):
                 str(BATCH),
             ],
         ),
-        "gym_two": torchrun(GYM, gym_args),
         "gym_alone": rank_command(GYM, [*TINY, "--total-timesteps", str(BATCH // 2)]),
     }
-    cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "slurm"]}
+    cwds = {name: tmp_path_factory.mktemp(name) for name in [*specs, "gym_two", "slurm"]}
     procs = {name: start_forked(command, cwds[name]) for name, command in specs.items()}
+    procs["gym_two"], procs["gym_two rank 1"] = start_two_ranks(GYM, gym_args, cwds["gym_two"])
     procs["slurm"] = start_multinode_task(cwds["slurm"], envpool_args(4))
     cwds["compiled"] = tmp_path_factory.mktemp("compiled")
-    compiled = ours(ENVPOOL, [*envpool_args(4), "--compile"])  # as "two": the same lr schedule
-    logs = env_of(cwds["compiled"], TORCH_LOGS="dynamo,recompiles")
-    procs["compiled"] = start_forked(compiled, cwds["compiled"], logs)  # (a new interpreter)
+    compiled = [*envpool_args(4), "--compile"]  # as "two": the same lr schedule
+    procs["compiled"], procs["compiled rank 1"] = start_two_ranks(
+        ENVPOOL, compiled, cwds["compiled"], TORCH_LOGS="dynamo,recompiles"
+    )
+    for name in ("gym_two", "compiled"):
+        cwds[f"{name} rank 1"] = cwds[name]
     done = {name: finish_script(proc, timeout=600) for name, proc in procs.items()}
     yield {name: (cwds[name], done[name]) for name in done}
 
@@ -304,9 +319,13 @@ def test_alone_it_is_a_one_process_run(runs):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gym_two", "gym_alone"])
-def test_the_gymnasium_script_runs_under_torchrun_and_alone(runs, name):
+def test_the_gymnasium_script_runs_on_two_ranks_and_alone(runs, name):
+    """(Its ranks set up as the EnvPool script's, which runs under torchrun above.)"""
     cwd, proc = runs[name]
     assert proc.returncode == 0, describe(proc)
+    if name == "gym_two":
+        rank1 = runs["gym_two rank 1"][1]
+        assert rank1.returncode == 0, describe(rank1)
     (run_dir,) = run_dirs(cwd)
     batch = BATCH if name == "gym_two" else BATCH // 2
     assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [batch]
@@ -320,10 +339,12 @@ def test_two_compiled_ranks_learn_what_two_eager_ranks_learn_and_compile_only_on
     """Each rank's share of a minibatch has one shape (padded), so each compiled function is
     traced once on each rank, in the first iteration, and never again."""
     cwd, proc = runs["compiled"]
-    assert proc.returncode == 0, describe(proc)
-    traced = re.findall(r"\[rank(\d)\]:.* torchdynamo start tracing (\w+)", proc.stderr)
+    rank1 = runs["compiled rank 1"][1]
+    assert proc.returncode == 0 and rank1.returncode == 0, describe(proc) + describe(rank1)
+    stderr = proc.stderr + rank1.stderr
+    traced = re.findall(r"\[rank(\d)\]:.* torchdynamo start tracing (\w+)", stderr)
     assert sorted(traced) == sorted((r, f) for r in "01" for f in COMPILED), traced
-    assert "Recompiling" not in proc.stderr, describe(proc)
+    assert "Recompiling" not in stderr, describe(proc) + describe(rank1)
     (run_dir,) = run_dirs(cwd)
     (eager_dir,) = run_dirs(runs["two"][0])
     # the same seed samples the same actions: the same losses, up to float rounding
