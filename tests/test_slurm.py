@@ -33,12 +33,18 @@ SMOKE_RUN = (
     f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
     "--num-envs 2 --num-steps 16 --num-minibatches 1 --update-epochs 1 --total-timesteps 32"
 )
+# a light stand-in for a script where the script is not what a test is about (requeues): the
+# scripts' whole lifecycle (`Run`: the run folder, config.json, checkpoints, stop signals,
+# `--resume`, the sweep) around iterations that only log their step, for a third of a script's
+# start-up (no EnvPool)
+SWEEP_RUN = f"{shlex.quote(sys.executable)} {REPO / 'tests' / 'sweep_run.py'}"
 ENV_IDS = ["Breakout-v5", "Pong-v5"]
 SEEDS = [1, 2]
-# the real script's runs of each template: the GPU template's every env id and seed (no other test
-# submits it); the CPU template's, one seed of each env id (its env id x seed grid, task by task,
-# is test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto's, and the script's
-# runs under it, stopped and resumed, the tests after it)
+# each template's env id x seed grid: the GPU template's every env id and seed (no other test
+# submits it); the CPU template's, one seed of each env id (all of its grid is
+# test_a_requeued_task_keeps_its_job_and_task_ids_and_gets_resume_auto's). The real script runs
+# under the GPU template once, and under the CPU template, stopped and resumed, in
+# test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint
 TEMPLATE_SEEDS = {"gpu": SEEDS, "cpu": SEEDS[:1]}
 TEMPLATE_FLAGS = {
     "gpu": [
@@ -99,7 +105,11 @@ def job_id(output: str) -> str:
 
 
 def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
-    # both arrays at once, each from its own folder: runs/ and slurm/ land in the submission folder
+    """Each template's grid, task by task, with a command that prints the arguments it was
+    given; and the real script under the GPU template (one task: the script's runs under the
+    CPU template are the signalled task's test's)."""
+    # the arrays at once, each from its own folder: runs/ and slurm/ land in the submission folder
+    argv = python_command("import sys; print('args', *sys.argv[1:])")
     launchers = {
         name: start_launcher(
             cluster,
@@ -111,30 +121,51 @@ def test_gpu_and_cpu_templates_run_every_env_and_seed(cluster, tmp_path):
             "--workers",
             "2",
             "--command",
-            SMOKE_RUN,
+            argv,
             *flags,
         )  # fmt: skip
         for name, flags in TEMPLATE_FLAGS.items()
     }
+    script = start_launcher(
+        cluster, tmp_path / "script", "--env-ids", ENV_IDS[0], "--num-seeds", "1",
+        "--workers", "1", "--command", SMOKE_RUN, *TEMPLATE_FLAGS["gpu"],
+    )  # fmt: skip
     outputs = {name: finish(launcher, cluster, timeout=240) for name, launcher in launchers.items()}
+    script_output = finish(script, cluster, timeout=240)
+    assert script.returncode == 0, f"the script:\n{script_output}\n{cluster.log_tail()}"
+    assert "1 of 1 runs succeeded" in script_output
+    assert f"[done]   {ENV_IDS[0]} seed 1" in script_output
+    (run_dir,) = (tmp_path / "script" / "runs").glob(f"{ENV_IDS[0]}__ppo_atari_envpool__1__*")
+    assert (run_dir / "config.json").exists()
+    assert [s for s, _ in read_scalars(run_dir)["losses/value_loss"]] == [32]
     for name, output in outputs.items():
         assert launchers[name].returncode == 0, f"{name} template:\n{output}\n{cluster.log_tail()}"
         runs = len(ENV_IDS) * len(TEMPLATE_SEEDS[name])
         assert f"{runs} of {runs} runs succeeded" in output
-        for env_id in ENV_IDS:
-            for seed in TEMPLATE_SEEDS[name]:
-                assert f"[done]   {env_id} seed {seed}" in output
-                run_dirs = list((tmp_path / name / "runs").glob(f"{env_id}__*__{seed}__*"))
-                assert len(run_dirs) == 1, f"{name}: no run directory for {env_id} seed {seed}"
-                assert (run_dirs[0] / "config.json").exists()
-        # the GPU template asked for a GPU per task, and the scheduler granted it
+        array_job = job_id(output)
+        tasks = [(env_id, seed) for env_id in ENV_IDS for seed in TEMPLATE_SEEDS[name]]
+        for task, (env_id, seed) in enumerate(tasks):
+            assert f"[done]   {env_id} seed {seed}" in output
+            # the task's own env id and seed, as the template picks them from its array task id
+            (log,) = (tmp_path / name / "slurm" / "logs").glob(f"*_{array_job}_{task}.out")
+            assert f"args --env-id {env_id} --seed {seed}\n" in log.read_text(), log.read_text()
         logs = sorted((tmp_path / name / "slurm" / "logs").glob("*.out"))
         assert len(logs) == runs
-    gpu_job = scontrol_job(cluster, job_id(outputs["gpu"]))
-    assert "TresPerTask=gres:gpu:1" in gpu_job
+    # the GPU template asked for a GPU per task, and the scheduler granted it
+    for output in (outputs["gpu"], script_output):
+        assert "TresPerTask=gres:gpu:1" in scontrol_job(cluster, job_id(output))
 
 
 JAX_SCRIPT = REPO / "cleanrl" / "ppo_atari_envpool_xla_jax_scan_multigpu.py"
+# XLA's CPU compiler without its costly optimisations: compiling is most of a JAX smoke run's
+# CPU time (~3.5 of ~17 CPU-s a process saved), and the code's speed does not matter here
+QUICK_XLA = " ".join(
+    [
+        os.environ.get("XLA_FLAGS", ""),
+        "--xla_backend_optimization_level=0",
+        "--xla_llvm_disable_expensive_passes=true",
+    ]
+).strip()
 
 
 def test_the_jax_multinode_template_runs_the_jax_script_as_two_processes(cluster, tmp_path):
@@ -151,7 +182,7 @@ def test_the_jax_multinode_template_runs_the_jax_script_as_two_processes(cluster
         "--slurm-template-path", str(REPO / "benchmark" / "cleanrl_multinode_jax.slurm_template"),
         "--slurm-nodes", "1", "--slurm-ntasks", "2", "--slurm-gpus-per-task", "1",
         "--slurm-total-cpus", "2",
-        env={"JAX_COORDINATOR_PORT": str(free_port())},
+        env={"JAX_COORDINATOR_PORT": str(free_port()), "XLA_FLAGS": QUICK_XLA},
     )  # fmt: skip
     output = finish(launcher, cluster, timeout=240)
     (log,) = (tmp_path / "slurm" / "logs").glob("*.out")
@@ -349,12 +380,13 @@ def test_requeued_tasks_of_two_arrays_resume_their_own_runs(cluster, tmp_path):
     instead), both stopped (SIGUSR1, as before a time limit) and requeued: each task resumes its
     own run, not the newest run of that env id and seed, which is the second job's. Each run is
     suspended from its first checkpoint until it has its signal (it trains on no CPU while the
-    other job starts)."""
-    command = (
-        f"{shlex.quote(sys.executable)} {REPO / 'cleanrl' / 'ppo_atari_envpool.py'} "
-        "--num-envs 2 --num-steps 16 --num-minibatches 2 --update-epochs 1 "
-        "--total-timesteps 320000 --checkpoint-every 5"  # far longer than the test
-    )
+    other job starts). The runs are the light stand-in's (tests/sweep_run.py: what resumes a run
+    is `Run`'s, the scripts' own; the real script's resumption under SLURM is
+    test_a_signalled_task_is_requeued_and_resumes_from_its_checkpoint's), each iteration 0.1 s
+    while the file `slow` is in the submission folder."""
+    (tmp_path / "slow").touch()
+    # 10,000 iterations of 0.1 s: far longer than the test
+    command = f"{SWEEP_RUN} --total-timesteps 80000 --checkpoint-every 5"
 
     def checkpointed() -> list[Path]:
         return sorted({p.parent for p in tmp_path.glob("runs/*/checkpoint_*.ckpt")})
