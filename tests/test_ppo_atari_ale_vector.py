@@ -420,8 +420,10 @@ def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_and_evaluate
     assert installed.returncode == 0, installed.stderr[-4000:]
     env = script_env(tmp_path, PYTHONPATH="")  # (nothing of the test's environment)
     # the bytecode of the modules a process imports, written by the first (as Python does by
-    # default): under PYTHONDONTWRITEBYTECODE each process would compile torch's anew, ~8 CPU-s
+    # default): under PYTHONDONTWRITEBYTECODE each process would compile torch's anew, ~8 CPU-s;
+    # under tmp_path, not beside the checkout's sources (an editable install)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "bytecode")
     absent = "import importlib.util as u; print([m for m in ('envpool', 'jax') if u.find_spec(m)])"
     found = subprocess.run([python, "-c", absent], env=env, capture_output=True, text=True)
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
