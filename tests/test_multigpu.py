@@ -1,7 +1,7 @@
-"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine) and
-as srun starts 2 ranks, eager and compiled, alone, on two loopback "nodes"; the run lifecycle across ranks (a stop signal to one rank, a
-resume, a rank killed with -9); bad input on every rank. The update itself is proven equal to
-the single-process update in test_distributed.py."""
+"""The data-parallel scripts as users run them: under torchrun (2 gloo ranks on this machine)
+and as srun starts 2 ranks, eager and compiled, alone, on two loopback "nodes"; the run lifecycle
+across ranks (a stop signal to one rank, a resume, a rank killed with -9); bad input on every
+rank. The update itself is proven equal to the single-process update in test_distributed.py."""
 
 from __future__ import annotations
 
