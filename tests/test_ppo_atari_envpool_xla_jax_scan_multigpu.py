@@ -14,6 +14,7 @@ than the 10 iterations of these sizes).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -46,7 +47,10 @@ pytestmark = [
 
 ONE_DEVICE = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax_scan.py"
 MULTI = REPO_ROOT / "cleanrl" / "ppo_atari_envpool_xla_jax_scan_multigpu.py"
-TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+# (added to the session's XLA flags: tests/conftest.py)
+TWO_DEVICES = {
+    "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+}
 # 10 iterations of 4 envs x 6 steps, 2 epochs of 2 minibatches: each device holds 2 envs and
 # computes 6 of each minibatch's 12 transitions; games cut at 8 steps: every env ends some. 10,
 # not fewer: the two processes are stopped after their checkpoint of iteration 2 and must still
