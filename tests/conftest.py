@@ -5,12 +5,10 @@ module (tests/test_layout.py)."""
 
 from __future__ import annotations
 
-import compileall
 import os
 import shutil
 import signal
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -79,11 +77,11 @@ def pytest_configure(config):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     if QUICK_XLA not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}".strip()
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        # the project's bytecode, written once here: where PYTHONDONTWRITEBYTECODE is set (as on
-        # CI machines), each new interpreter that a test starts would compile the project's
-        # modules it imports from their source again (0.2 CPU seconds a process, measured, and
-        # the suite starts about 160 that are not forks)
-        root = Path(__file__).resolve().parent.parent
-        for package in ("cleanrl_utils", "cleanrl"):
-            compileall.compile_dir(root / package, quiet=2)
+    # bytecode written as Python writes it by default, by the first process that imports a module
+    # (the workers, and every process they start, inherit this): where PYTHONDONTWRITEBYTECODE is
+    # set (as on CI machines), each new interpreter would compile from source every module it
+    # imports that has no bytecode yet: the project's (0.2 CPU seconds a process, measured; the
+    # suite starts about 160 that are not forks), and, after an install with `--no-compile` (the
+    # README's: pip's compilation of every package installed took half of the install's time),
+    # torch's and the rest (~8 CPU seconds a process)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
