@@ -410,7 +410,8 @@ def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_and_evaluate
     python = str(venv / "bin" / "python")
     # the venv without a pip of its own (copying one in costs a few CPU-seconds): the tests' pip
     # installs into it (--python); --no-compile: no bytecode for every installed file, half of
-    # pip's CPU time here
+    # pip's CPU time here (the first process to import a module writes its bytecode, as every
+    # process of the session does: tests/conftest.py)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile"]
     pip += ["-r", "requirements/requirements-atari.txt"]
@@ -419,11 +420,6 @@ def test_a_fresh_environment_with_only_the_atari_extra_trains_saves_and_evaluate
     )
     assert installed.returncode == 0, installed.stderr[-4000:]
     env = script_env(tmp_path, PYTHONPATH="")  # (nothing of the test's environment)
-    # the bytecode of the modules a process imports, written by the first (as Python does by
-    # default): under PYTHONDONTWRITEBYTECODE each process would compile torch's anew, ~8 CPU-s;
-    # under tmp_path, not beside the checkout's sources (an editable install)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "bytecode")
     absent = "import importlib.util as u; print([m for m in ('envpool', 'jax') if u.find_spec(m)])"
     found = subprocess.run([python, "-c", absent], env=env, capture_output=True, text=True)
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
